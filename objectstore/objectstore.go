@@ -1,0 +1,171 @@
+// Package objectstore is the small blob interface everything physical in
+// Nereus sits on: segments, manifests, generations. It owns the contract of
+// conditional writes (create-if-absent and compare-and-swap on an opaque
+// version) and the classification of their outcomes.
+//
+// It must never interpret the bytes it stores, and never hide an uncertain
+// write: a conditional write either returns nil (applied), a typed sentinel
+// that proves it did not apply, or an error whose outcome is unknown, which
+// the caller resolves by re-reading (see Classify).
+//
+// Versions are opaque. On S3 they are ETags, which are content-derived: two
+// PUTs of identical bytes yield the same version. Any object used as a CAS
+// head must therefore carry its own monotonically increasing epoch or counter
+// inside its bytes, or an ABA interleaving can slip through a CAS.
+package objectstore
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them (errors.Is works); callers classify
+// with errors.Is or Classify, never by message text.
+var (
+	// ErrNotFound: the key (or, for Get/Head/Delete, the object) does not
+	// exist. Callers that want idempotent deletes can ignore it.
+	ErrNotFound = errors.New("objectstore: object not found")
+	// ErrAlreadyExists: a PutCreate lost because the key exists. Nothing was
+	// written. Re-read to learn what is there.
+	ErrAlreadyExists = errors.New("objectstore: object already exists")
+	// ErrPreconditionFailed: a PutUpdate or conditional Delete lost because
+	// the object's version changed since it was read. Nothing was written:
+	// reload and re-plan.
+	ErrPreconditionFailed = errors.New("objectstore: precondition failed (object changed)")
+	// ErrConflict: the backend refused the write because a concurrent
+	// conflicting operation was in progress (S3 409). Nothing was written, and
+	// unlike ErrPreconditionFailed it says nothing about the current version:
+	// retry with backoff after re-reading.
+	ErrConflict = errors.New("objectstore: concurrent conflicting write, retry")
+	// ErrInvalidArgument: the request was rejected before any I/O (bad key,
+	// missing version for PutUpdate, negative range). Nothing was written.
+	ErrInvalidArgument = errors.New("objectstore: invalid argument")
+	// ErrClosed: the store was closed; nothing was written.
+	ErrClosed = errors.New("objectstore: store closed")
+)
+
+// UpdateVersion is the opaque version of one stored object, used as the CAS
+// precondition of PutUpdate and conditional Delete. Compare only with Equal;
+// never parse it.
+type UpdateVersion struct {
+	// ETag is the backend's version token (an S3 ETag without quotes, a
+	// filesystem generation, an in-memory counter).
+	ETag string
+}
+
+// Equal reports whether two versions name the same stored object state.
+func (v UpdateVersion) Equal(o UpdateVersion) bool { return v.ETag == o.ETag }
+
+// IsZero reports whether v carries no version.
+func (v UpdateVersion) IsZero() bool { return v.ETag == "" }
+
+// ObjectInfo describes one stored object without its bytes.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	Version UpdateVersion
+	ModTime time.Time
+}
+
+// PutMode selects the precondition of a Put.
+type PutMode uint8
+
+const (
+	// PutOverwrite writes unconditionally.
+	PutOverwrite PutMode = iota
+	// PutCreate writes only if the key does not exist (S3 If-None-Match: *).
+	// Losing returns ErrAlreadyExists.
+	PutCreate
+	// PutUpdate writes only if the object exists at PutOptions.Version (S3
+	// If-Match). Losing returns ErrPreconditionFailed (also when the object
+	// has disappeared).
+	PutUpdate
+)
+
+// PutOptions carries the precondition of a Put.
+type PutOptions struct {
+	Mode PutMode
+	// Version is required for PutUpdate and ignored otherwise.
+	Version UpdateVersion
+}
+
+// ObjectStore is a flat key space of immutable-per-version blobs.
+//
+// Keys are slash-separated UTF-8 strings without a leading slash. Data passed
+// to Put is not retained after Put returns; slices returned by Get and
+// GetRange belong to the caller. All methods are safe for concurrent use.
+//
+// Outcome contract: a nil error means applied. ErrAlreadyExists,
+// ErrPreconditionFailed, ErrConflict, ErrInvalidArgument, ErrNotFound and
+// ErrClosed mean definitely not applied. Any other error from a mutating call
+// means the outcome is unknown: the write may have landed. Callers resolve
+// unknown outcomes by re-reading (Get/Head), never by assuming.
+type ObjectStore interface {
+	// Get returns the whole object and its version.
+	Get(ctx context.Context, key string) ([]byte, UpdateVersion, error)
+	// GetRange returns length bytes starting at offset. length < 0 reads to
+	// the end. A range past the end returns the bytes that exist (possibly
+	// none); it is not an error.
+	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// Head returns the object's size and version without its bytes.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// Put writes data under key with the given precondition and returns the
+	// new version.
+	Put(ctx context.Context, key string, data []byte, opts PutOptions) (UpdateVersion, error)
+	// Delete removes key. With ifVersion non-nil the delete applies only if
+	// the object is still at that version (ErrPreconditionFailed otherwise);
+	// backends that cannot condition a delete return ErrInvalidArgument for
+	// a conditional delete rather than silently deleting.
+	Delete(ctx context.Context, key string, ifVersion *UpdateVersion) error
+	// List yields every object whose key starts with prefix, in ascending
+	// key order. Iteration stops at the first error, which is yielded.
+	List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error]
+}
+
+// Outcome is the closed classification of a mutating call's result.
+type Outcome uint8
+
+const (
+	// Applied: the write happened.
+	Applied Outcome = iota
+	// NotApplied: the write definitely did not happen for a reason that is
+	// not another writer's version (bad request, missing object, 409 busy,
+	// closed store).
+	NotApplied
+	// Conflict: the write definitely did not happen because the object is
+	// not in the expected state (exists for PutCreate, other version for
+	// PutUpdate). Re-read and re-plan.
+	Conflict
+	// Unknown: the write may or may not have happened. Re-read to find out.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case NotApplied:
+		return "not-applied"
+	case Conflict:
+		return "conflict"
+	default:
+		return "unknown"
+	}
+}
+
+// Classify maps a mutating call's error onto the closed outcome set.
+func Classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return Applied
+	case errors.Is(err, ErrAlreadyExists), errors.Is(err, ErrPreconditionFailed):
+		return Conflict
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidArgument),
+		errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+		return NotApplied
+	default:
+		return Unknown
+	}
+}
