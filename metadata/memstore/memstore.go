@@ -254,15 +254,14 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan metadata.Event
 }
 
 type session struct {
-	store   *Store
-	id      metadata.SessionID
-	done    chan struct{}
-	once    sync.Once
-	expires time.Time
+	store *Store
+	id    metadata.SessionID
+	done  chan struct{}
+	once  sync.Once
 }
 
-func (ss *session) ID() metadata.SessionID  { return ss.id }
-func (ss *session) Done() <-chan struct{} { return ss.done }
+func (ss *session) ID() metadata.SessionID { return ss.id }
+func (ss *session) Done() <-chan struct{}  { return ss.done }
 func (ss *session) Close(ctx context.Context) error {
 	ss.store.endSession(ss)
 	return nil
