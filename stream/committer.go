@@ -213,7 +213,7 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 	ready := 0
 	for ready < len(o.queue) {
 		op := o.queue[ready]
-		if op.walState.Load() == 0 {
+		if op.walState.Load() != walDone {
 			break
 		}
 		if op.walErr != nil {
@@ -347,6 +347,7 @@ func (o *owner) applyCommittedLocked(cas *headCAS, committed *head, v metadata.V
 	for _, op := range cas.ops {
 		o.toIndex = append(o.toIndex, &indexItem{d: op.desc})
 		o.c.tail.add(o.id, op.run)
+		o.prov.Release(op.target, true)
 		o.c.metrics.appendsCommitted.Add(1)
 		o.c.metrics.bytesCommitted.Add(op.bytes)
 		if o.sync {

@@ -19,6 +19,13 @@ const MaxEntryBytes = 64 << 20
 // MaxAppendEntries bounds the entries of one AppendRequest.
 const MaxAppendEntries = 65536
 
+// WAL write states of an appendOp.
+const (
+	walPending uint32 = iota
+	walDone
+	walAbandoned // failed before the write completed; the callback releases it
+)
+
 var errOwnerGone = errors.New("nereus/stream: stream no longer owned by this process")
 
 // owner is this process's state for a stream whose append session it holds.
@@ -79,7 +86,7 @@ type appendOp struct {
 	seq      *ProducerSequence
 	future   *AppendFuture
 	dupOf    []*AppendFuture // duplicates waiting for this op's outcome
-	walState atomic.Uint32   // 0 pending, 1 done
+	walState atomic.Uint32   // walPending, walDone or walAbandoned
 	target   provider.Target
 	walErr   error
 	sent     bool
@@ -229,8 +236,13 @@ func (o *owner) appendAsync(s Session, req AppendRequest, f *AppendFuture) {
 	// re-enters o.mu: walDone only touches the op and kicks the committer.
 	o.prov.Write(op.run, func(t provider.Target, err error) {
 		op.target, op.walErr = t, err
-		op.walState.Store(1)
-		o.c.committer.kick(o)
+		if op.walState.CompareAndSwap(walPending, walDone) {
+			o.c.committer.kick(o)
+		} else if err == nil {
+			// The append was failed before its WAL write finished: the
+			// bytes can never be committed.
+			o.prov.Release(t, false)
+		}
 	})
 }
 
@@ -250,6 +262,9 @@ func (o *owner) resolveOp(op *appendOp, r AppendResult, err error) {
 // applied) and rewinds the projected state to the remaining prefix.
 func (o *owner) failQueueFromLocked(i int, err error) {
 	for _, op := range o.queue[i:] {
+		if !op.walState.CompareAndSwap(walPending, walAbandoned) && op.walErr == nil {
+			o.prov.Release(op.target, false)
+		}
 		o.resolveOp(op, AppendResult{}, err)
 		o.c.metrics.appendsFailed.Add(1)
 	}

@@ -92,6 +92,14 @@ type Provider interface {
 	// forget the uncommitted ones. It is called once at start-up, after the
 	// provider fenced its predecessors.
 	Recover(ctx context.Context, settle func(ctx context.Context, in Intent) (committed bool, err error)) error
+	// Release tells the provider the core has settled a run it wrote
+	// successfully: committed (the offset index references the target from
+	// now on) or not committed (its bytes are garbage). It is called at most
+	// once per successful Write, never for runs whose outcome the core could
+	// not settle (those stay intents for the next incarnation's Recover).
+	// Providers use it to truncate their own intent logs and to reclaim
+	// space; it must not block.
+	Release(target Target, committed bool)
 	// Close stops the provider; pending writes fail.
 	Close(ctx context.Context) error
 }

@@ -33,16 +33,17 @@ type stored struct {
 
 // Provider is the in-memory provider.
 type Provider struct {
-	mu      sync.Mutex
-	rng     *rand.Rand
-	faults  Faults
-	runs    map[uint64]*stored
-	next    uint64
-	gen     int
-	closed  bool
-	writes  int
-	lanes   map[uint64]chan func() // per-stream completion order
-	Settled map[uint64]bool        // target -> committed, as settled by Recover
+	mu       sync.Mutex
+	rng      *rand.Rand
+	faults   Faults
+	runs     map[uint64]*stored
+	next     uint64
+	gen      int
+	closed   bool
+	writes   int
+	released int
+	lanes    map[uint64]chan func() // per-stream completion order
+	Settled  map[uint64]bool        // target -> committed, as settled by Recover
 }
 
 // New returns an empty provider with faults drawn from seed.
@@ -191,6 +192,28 @@ func runWithEnd(r provider.Run) provider.Run {
 		out.Entries[i] = provider.Entry{RecordCount: e.RecordCount}
 	}
 	return out
+}
+
+// Release implements provider.Provider.
+func (p *Provider) Release(target provider.Target, committed bool) {
+	if len(target) != 8 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.runs[binary.BigEndian.Uint64(target)]; s != nil {
+		s.settled = true
+		if !committed {
+			p.released++
+		}
+	}
+}
+
+// Released is the number of runs the core declared not committed.
+func (p *Provider) Released() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.released
 }
 
 // Close implements provider.Provider.
