@@ -191,12 +191,16 @@ func (o *owner) advanceIndexLocked() {
 		}
 	}
 	o.syncWaiters = keep
-	// A head that carries many already-indexed runs is compacted by the
-	// next CAS; force one if the stream is otherwise idle.
-	if dropped := o.droppablePendingLocked(); dropped >= 32 || (dropped > 0 && len(o.queue) == 0) {
+	// Confirmed runs leave Pending with the stream's next commit; only a
+	// head carrying many of them gets a CAS of its own.
+	if o.droppablePendingLocked() >= compactPendingAt {
 		o.c.committer.kick(o)
 	}
 }
+
+// compactPendingAt is how many index-confirmed runs a head may carry before
+// a CAS is spent on dropping them alone.
+const compactPendingAt = 32
 
 func (o *owner) droppablePendingLocked() int {
 	n := 0
@@ -229,7 +233,7 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 		ready = 0
 	}
 	dropped := o.droppablePendingLocked()
-	if ready == 0 && len(o.mutations) == 0 && dropped == 0 {
+	if ready == 0 && len(o.mutations) == 0 && dropped < compactPendingAt {
 		return items
 	}
 	next := o.head.clone()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
@@ -33,17 +34,18 @@ type stored struct {
 
 // Provider is the in-memory provider.
 type Provider struct {
-	mu       sync.Mutex
-	rng      *rand.Rand
-	faults   Faults
-	runs     map[uint64]*stored
-	next     uint64
-	gen      int
-	closed   bool
-	writes   int
-	released int
-	lanes    map[uint64]chan func() // per-stream completion order
-	Settled  map[uint64]bool        // target -> committed, as settled by Recover
+	mu        sync.Mutex
+	rng       *rand.Rand
+	faults    Faults
+	runs      map[uint64]*stored
+	next      uint64
+	gen       int
+	closed    bool
+	writes    int
+	released  int
+	completed atomic.Int64
+	lanes     map[uint64]chan func() // per-stream completion order
+	Settled   map[uint64]bool        // target -> committed, as settled by Recover
 }
 
 // New returns an empty provider with faults drawn from seed.
@@ -71,6 +73,9 @@ func (p *Provider) Restart() {
 	p.closed = false
 	p.lanes = map[uint64]chan func(){}
 }
+
+// Completed is the number of write callbacks that have run.
+func (p *Provider) Completed() int64 { return p.completed.Load() }
 
 // Writes is the number of successful writes.
 func (p *Provider) Writes() int {
@@ -119,6 +124,7 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		if delay > 0 {
 			time.Sleep(delay)
 		}
+		defer p.completed.Add(1)
 		if fail {
 			done(nil, fmt.Errorf("memprovider: injected write failure"))
 			return
