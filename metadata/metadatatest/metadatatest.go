@@ -829,7 +829,7 @@ func testConcurrentCAS(t *testing.T, s metadata.Store) {
 	v0 := mustPut(t, s, "race", "start", metadata.NotExists)
 	type win struct {
 		expected, got metadata.Version
-		value     string
+		value         string
 	}
 	var (
 		mu   sync.Mutex
