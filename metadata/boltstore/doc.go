@@ -13,12 +13,13 @@
 //
 // Every mutating call (Put, PutEphemeral, Delete, a Batch with a write, a
 // session's purge) becomes a request on one queue. A single committer
-// goroutine takes the queued requests, waits up to Options.MaxBatchDelay
-// (measured from the oldest queued request, so under load — when requests
-// pile up during the previous fsync — it does not wait at all), then applies
-// all of them, request by request and op by op, in ONE bbolt read-write
-// transaction and commits it (bbolt syncs the data pages, then the meta
-// page). Only then are watch events published and callers answered. A
+// goroutine takes every queued request (optionally waiting up to
+// Options.MaxBatchDelay, counted from the oldest one; by default it does not
+// wait, because writes that arrive during one commit already form the next
+// one and the disk never idles), applies them, request by request and op by
+// op, in ONE bbolt read-write transaction and commits it (bbolt syncs the
+// data pages, then the meta page). Only then are watch events published and
+// callers answered. A
 // Batch call is never split: 10,000 ops in one call are one transaction and
 // one commit, whatever MaxBatchOps says (that option only stops coalescing
 // further requests into a transaction).

@@ -48,7 +48,7 @@ func TestReadersNotBlockedAndGroupCommit(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var armed atomic.Bool
-	opts := Options{MaxBatchDelay: NoBatchDelay}
+	opts := Options{}
 	opts.testHookInTxn = func() {
 		if armed.CompareAndSwap(true, false) {
 			entered <- struct{}{}
