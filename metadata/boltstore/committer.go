@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -240,7 +241,7 @@ func (w *writer) purge(session metadata.SessionID) error {
 	prefix := sessionPrefix(session)
 	var keys [][]byte
 	c := w.eph.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && len(k) >= 8 && string(k[:8]) == string(prefix); k, _ = c.Next() {
+	for k, _ := c.Seek(prefix); bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		keys = append(keys, append([]byte{}, k[8:]...))
 	}
 	for _, key := range keys {
