@@ -59,7 +59,7 @@ on a running server with "nereus stream ...".`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%s: %v (see '%s --help')", c.CommandPath(), err, c.CommandPath())
+		return fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newServeCmd(e), newStreamCmd(e), newVersionCmd())
 	return root
@@ -82,7 +82,7 @@ func newVersionCmd() *cobra.Command {
 func argsWithHelp(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := v(cmd, args); err != nil {
-			return fmt.Errorf("%s: %v (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			return fmt.Errorf("%v (usage: %s)", err, cmd.UseLine())
 		}
 		return nil
 	}
