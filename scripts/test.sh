@@ -101,7 +101,6 @@ install_tools() {
 	fi
 	# Build the pinned tools once up front so their compile time is not
 	# charged to the checks below.
-	"${TOOLS[@]}" -n staticcheck >/dev/null 2>&1 || true
 	(cd "$ROOT/tools" && go build -o /dev/null \
 		honnef.co/go/tools/cmd/staticcheck golang.org/x/vuln/cmd/govulncheck gotest.tools/gotestsum ./...) || rc=$?
 	return $rc
