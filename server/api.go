@@ -448,9 +448,15 @@ func (a *api) readEntries(w http.ResponseWriter, r *http.Request) {
 	res, err := a.storage.Read(ctx, info.ID, from, stream.ReadOptions{MaxBytes: int(maxBytes), MaxEntries: int(limit), Wait: wait})
 	if err != nil && !(ctx.Err() != nil && r.Context().Err() == nil) {
 		if errors.Is(err, stream.ErrOffsetOutOfRange) {
-			msg := fmt.Sprintf("offset %d is past the stream's end offset %d", from, res.EndOffset)
-			if from < res.StartOffset {
-				msg = fmt.Sprintf("offset %d was trimmed: the stream starts at offset %d", from, res.StartOffset)
+			start, end := res.StartOffset, res.EndOffset
+			if start == 0 && end == 0 {
+				// The storage did not report bounds with the error: use
+				// the head seen just before the read.
+				start, end = info.StartOffset, info.EndOffset
+			}
+			msg := fmt.Sprintf("offset %d is past the stream's end offset %d", from, end)
+			if from < start {
+				msg = fmt.Sprintf("offset %d was trimmed: the stream starts at offset %d", from, start)
 			}
 			writeError(w, adminapi.CodeOffsetOutOfRange, msg, "")
 			return
