@@ -276,3 +276,30 @@ func TestCLIVersionAndHelp(t *testing.T) {
 		t.Error("hidden --addr-file shows in help")
 	}
 }
+
+// TestCLIAppendProgressOnTerminal: with stderr on a terminal, large input
+// gets a progress bar and a closing summary on stderr; stdout still has
+// exactly one offset per line.
+func TestCLIAppendProgressOnTerminal(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "stream", "create", "p")
+	var in strings.Builder
+	const n = 40000
+	for i := range n {
+		fmt.Fprintf(&in, "progress-line-%08d\n", i)
+	}
+	var out, errb bytes.Buffer
+	e := c.env(strings.NewReader(in.String()), &out, &errb)
+	e.isTerminal = func(w io.Writer) bool { return w == io.Writer(&errb) }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if code := run(ctx, e, []string{"stream", "append", "p"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if got := len(strings.Fields(out.String())); got != n {
+		t.Fatalf("printed %d offsets, want %d", got, n)
+	}
+	if !strings.Contains(errb.String(), "appending p") || !strings.Contains(errb.String(), fmt.Sprintf("appended %d entries to p at offsets [0, %d)", n, n)) {
+		t.Fatalf("stderr lacks the progress bar or summary: %q", errb.String())
+	}
+}
