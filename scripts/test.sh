@@ -209,7 +209,8 @@ run_tests() {
 
 # fuzz_targets lists "pkgdir FuzzName" for every native fuzz target.
 fuzz_targets() {
-	git ls-files --cached --others --exclude-standard '*_test.go' 2>/dev/null | xargs -r grep -HoE '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' |
+	git ls-files --cached --others --exclude-standard '*_test.go' 2>/dev/null |
+		xargs -r grep -HoE '^func Fuzz[A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\)' |
 		sed -E 's#^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*#\1 \2#; s#^[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*#. \1#' |
 		grep -v '^tools/' | sort -u
 }
