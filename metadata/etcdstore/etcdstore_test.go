@@ -71,7 +71,9 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-func openStore(t *testing.T) *etcdstore.Store {
+func openStore(t *testing.T) *etcdstore.Store { return openStoreB() }
+
+func openStoreB() *etcdstore.Store {
 	return etcdstore.New(client, etcdstore.Options{Prefix: fmt.Sprintf("/nereus-test/%d/", namespace.Add(1))})
 }
 
