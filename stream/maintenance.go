@@ -142,7 +142,14 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 			return false, nil
 		}
 		if err != nil {
-			return false, err
+			if metadata.Classify(err) != metadata.Unknown {
+				return false, err
+			}
+			// The store did not answer: the proof must be re-read.
+			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+				return false, err
+			}
+			continue
 		}
 		for _, d := range h.Pending {
 			if d.sameRun(want) {
@@ -160,7 +167,13 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 					return true, nil
 				}
 			} else if !errors.Is(err, metadata.ErrKeyNotFound) {
-				return false, err
+				if metadata.Classify(err) != metadata.Unknown {
+					return false, err
+				}
+				if err := sleepCtx(ctx, unknownBackoff); err != nil {
+					return false, err
+				}
+				continue
 			}
 		}
 		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token {
