@@ -28,10 +28,13 @@ type Store struct {
 	objectsDir string
 	storeID    string
 
-	// closeMu: operations hold it shared; Close holds it exclusively, so
-	// Close waits for in-flight operations and none start afterwards.
+	// closeMu: mutations (which use the lock files, the version counter
+	// and the temp directory) hold it shared; Close holds it exclusively,
+	// so Close waits for in-flight mutations and none start afterwards.
+	// Reads need none of those resources and only check closed, so a List
+	// loop body may call any method without re-entering closeMu.
 	closeMu sync.RWMutex
-	closed  bool
+	closed  atomic.Bool
 
 	locks    []*shardLock
 	versions *versionAllocator
@@ -122,10 +125,9 @@ func (s *Store) StaleTempDirsRemoved() int { return s.staleTmpRemoved }
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	s.release()
 	return nil
 }
@@ -142,17 +144,27 @@ func (s *Store) release() {
 	}
 }
 
-// enter guards an operation against Close; the caller must call s.exit.
+// enter guards a mutation against Close; the caller must call s.exit.
 func (s *Store) enter() error {
 	s.closeMu.RLock()
-	if s.closed {
+	if s.closed.Load() {
 		s.closeMu.RUnlock()
-		return fmt.Errorf("fsstore: %w", objectstore.ErrClosed)
+		return errClosed
 	}
 	return nil
 }
 
 func (s *Store) exit() { s.closeMu.RUnlock() }
+
+var errClosed = fmt.Errorf("fsstore: %w", objectstore.ErrClosed)
+
+// checkOpen is the read path's guard.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
 
 func (s *Store) version(gen uint64) objectstore.UpdateVersion {
 	return objectstore.UpdateVersion{ETag: fmt.Sprintf("%s-%016x", s.storeID, gen)}
@@ -203,10 +215,9 @@ func readHeader(f *os.File, key string) (header, error) {
 // Get implements objectstore.ObjectStore. Every block is verified; a
 // mismatch returns an error wrapping objectstore.ErrCorrupt.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.UpdateVersion, error) {
-	if err := s.enter(); err != nil {
+	if err := s.checkOpen(); err != nil {
 		return nil, objectstore.UpdateVersion{}, err
 	}
-	defer s.exit()
 	if err := ctx.Err(); err != nil {
 		return nil, objectstore.UpdateVersion{}, err
 	}
@@ -251,10 +262,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 // only (at most one partial block of slack on either side), and verifies
 // each block it read.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	if err := s.enter(); err != nil {
+	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	defer s.exit()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -297,10 +307,9 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 // Head implements objectstore.ObjectStore. It reads and verifies only the
 // header.
 func (s *Store) Head(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
-	if err := s.enter(); err != nil {
+	if err := s.checkOpen(); err != nil {
 		return objectstore.ObjectInfo{}, err
 	}
-	defer s.exit()
 	if err := ctx.Err(); err != nil {
 		return objectstore.ObjectInfo{}, err
 	}
@@ -588,11 +597,10 @@ func (s *Store) pruneEmptyDirs(rel string) {
 // its size and version. Objects deleted during the walk are skipped.
 func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[objectstore.ObjectInfo, error] {
 	return func(yield func(objectstore.ObjectInfo, error) bool) {
-		if err := s.enter(); err != nil {
+		if err := s.checkOpen(); err != nil {
 			yield(objectstore.ObjectInfo{}, err)
 			return
 		}
-		defer s.exit()
 		if err := ctx.Err(); err != nil {
 			yield(objectstore.ObjectInfo{}, err)
 			return
@@ -622,6 +630,9 @@ type listEntry struct {
 // that match prefix. It returns false once the consumer stops or an error
 // was yielded.
 func (s *Store) walk(ctx context.Context, dir, keyPrefix, prefix string, yield func(objectstore.ObjectInfo, error) bool) bool {
+	if err := s.checkOpen(); err != nil {
+		return yield(objectstore.ObjectInfo{}, err)
+	}
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true

@@ -321,3 +321,40 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("reopen: %q, %v", got, err)
 	}
 }
+
+// A List loop body may mutate the store (and Close may run meanwhile)
+// without deadlocking: reads do not hold the close lock.
+func TestListLoopBodyMayMutate(t *testing.T) {
+	s := open(t, t.TempDir())
+	for i := range 5 {
+		put(t, s, "src/"+string(rune('a'+i)), []byte("x"), objectstore.PutOptions{})
+	}
+	n := 0
+	for info, err := range s.List(ctx(), "src/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "dst/"+info.Key, []byte("y"), objectstore.PutOptions{})
+		if err := s.Delete(ctx(), info.Key, nil); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 5 {
+		t.Fatalf("listed %d", n)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, err := range s.List(ctx(), "dst/") {
+			if err != nil {
+				return // ErrClosed once Close has run
+			}
+			_, _, _ = s.Get(ctx(), "dst/src/a")
+		}
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+}
