@@ -65,7 +65,9 @@ type Config struct {
 	// CacheBytes bounds the decoded-run read cache (default 64 MiB).
 	CacheBytes int64
 	// TruncateInterval is how often settled manifest entries are dropped
-	// (default 1s).
+	// (default 100ms). The manifest is rewritten whole on every flush, so
+	// its size — the runs still unsettled or not yet truncated — is the cost
+	// of each flush; truncating often keeps it to a few rounds' worth.
 	TruncateInterval time.Duration
 	// Logger receives lifecycle events (default: warnings to stderr).
 	Logger *slog.Logger
@@ -91,7 +93,7 @@ func (c *Config) withDefaults() error {
 		c.CacheBytes = 64 << 20
 	}
 	if c.TruncateInterval <= 0 {
-		c.TruncateInterval = time.Second
+		c.TruncateInterval = 100 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
