@@ -29,7 +29,7 @@ type faultStore struct {
 
 	mu    sync.Mutex
 	rule  func(op, key string) fault
-	calls map[string]int // "op key-class" -> count
+	calls map[string]int       // "op key-class" -> count
 	gate  func(op, key string) // called (outside the lock) before the call; may block
 }
 
