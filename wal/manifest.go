@@ -118,7 +118,8 @@ func (r entryRef) end() uint64 {
 //
 // Invariants (checked by ParseManifest, kept by every method):
 //   - entries tile the sequence space: entry i+1 starts at entry i's End();
-//   - the last entry's End() equals NextSequence() (legacy v1/v2: at most);
+//   - the last entry's End() is at most NextSequence() (equal for every
+//     manifest this package writes; tolerated below it for legacy objects);
 //   - metadata StartIndex values of an entry are non-decreasing and, for a
 //     per-record entry, below Count.
 //
@@ -240,7 +241,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	}
 	if len(m.refs) > 0 {
 		last := m.refs[len(m.refs)-1].end()
-		if last > m.nextSequence || (hasCount && last != m.nextSequence) {
+		if last > m.nextSequence {
 			return nil, corruptf("last entry ends at %d but next sequence is %d", last, m.nextSequence)
 		}
 	}

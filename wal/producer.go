@@ -577,7 +577,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.cancel()
 	cause := p.haltedErr()
 	p.halt(ErrHalted)
-	if cause != nil {
+	if cause != nil && cause != ErrHalted {
 		return cause
 	}
 	return ctxErr
