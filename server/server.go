@@ -105,7 +105,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	if o.storage != nil {
 		s.storage = *o.storage
-	} else if s.storage, err = openStorage(cfg, logger, s.reg); err != nil {
+	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
 	defer func() {

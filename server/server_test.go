@@ -74,7 +74,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Status != "ok" || h.Durable || h.Backend != "memory" || h.NodeID == "" || h.Listeners["http"] != s.HTTPAddr() {
+	if h.Status != "ok" || !h.Durable || h.Backend != "core" || h.NodeID == "" || h.Listeners["http"] != s.HTTPAddr() {
 		t.Fatalf("unexpected health %+v", h)
 	}
 	if _, err := c.CreateStream(ctx, adminapi.CreateStreamRequest{Name: "m"}); err != nil {
@@ -87,7 +87,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		"go_goroutines", "process_cpu_seconds_total", "nereus_build_info", "nereus_storage_durable 0",
+		"go_goroutines", "process_cpu_seconds_total", "nereus_build_info", "nereus_storage_durable 1", "nereus_stream_appends_committed_total", "nereus_stream_commit_round_seconds_bucket",
 		`nereus_admin_http_requests_total{code="201",method="POST",route="POST /v1/streams"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {

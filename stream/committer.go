@@ -273,23 +273,29 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 		ready = 0
 	}
 	now := o.c.nowMs()
-	for _, op := range o.queue[:ready] {
-		d := descriptor{
-			Start: op.run.Start, End: op.run.End(), Entries: uint32(len(op.run.Entries)),
-			Bytes: op.bytes, CumBytes: next.CommittedBytes + op.bytes, MinTS: op.minTS, MaxTS: op.maxTS,
-			Epoch: op.run.Epoch, Token: op.run.Token, Commit: op.run.Commit,
-			Provider: o.prov.Name(), Target: op.target,
+	if ready > 0 {
+		// One descriptor for all of this round's runs of the stream.
+		d := descriptor{Start: o.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
+			Epoch: o.sess.Epoch, Token: o.sess.Token, FirstCommit: o.queue[0].run.Commit, Provider: o.prov.Name()}
+		for _, op := range o.queue[:ready] {
+			op.sent = true
+			d.End = op.run.End()
+			d.Entries += uint32(len(op.run.Entries))
+			d.Bytes += op.bytes
+			d.MinTS, d.MaxTS = min(d.MinTS, op.minTS), max(d.MaxTS, op.maxTS)
+			d.Commit = op.run.Commit
+			d.Parts = append(d.Parts, part{Start: op.run.Start, Target: op.target})
+			if q := op.seq; q != nil {
+				next.Producers.Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: op.run.Start, End: op.run.End()})
+			}
+			cas.ops = append(cas.ops, op)
 		}
-		op.desc = d
-		op.sent = true
+		d.CumBytes = next.CommittedBytes + d.Bytes
 		next.Pending = append(next.Pending, d)
 		next.End = d.End
 		next.CommittedBytes = d.CumBytes
-		next.Commits = op.run.Commit
-		if q := op.seq; q != nil {
-			next.Producers.Record(q.Producer, q.Epoch, dedupBatch(q, d))
-		}
-		cas.ops = append(cas.ops, op)
+		next.Commits = d.Commit
+		cas.desc = d
 	}
 	if len(cas.ops) == 0 && len(cas.muts) == 0 && dropped == 0 {
 		return items
@@ -348,8 +354,10 @@ func (o *owner) applyCommittedLocked(cas *headCAS, committed *head, v metadata.V
 	if n > 0 {
 		o.queue = o.queue[n:]
 	}
+	if len(cas.ops) > 0 {
+		o.toIndex = append(o.toIndex, &indexItem{d: cas.desc})
+	}
 	for _, op := range cas.ops {
-		o.toIndex = append(o.toIndex, &indexItem{d: op.desc})
 		o.c.tail.add(o.id, op.run)
 		o.prov.Release(op.target, true)
 		o.c.metrics.appendsCommitted.Add(1)
@@ -417,11 +425,11 @@ func (o *owner) onSettleRead(r metadata.Result, err error) {
 	ours := fresh.Session.Token == o.sess.Token && fresh.Session.Epoch == o.sess.Epoch
 	applied := false
 	if len(cas.ops) > 0 {
-		last := cas.ops[len(cas.ops)-1].desc
+		last := cas.ops[len(cas.ops)-1].run
 		if ours {
 			applied = fresh.Commits >= last.Commit
 		} else {
-			applied = o.runCommittedLocked(fresh, last)
+			applied = o.runCommittedLocked(fresh, runID{Epoch: last.Epoch, Token: last.Token, Commit: last.Commit}, last.End())
 		}
 	}
 	o.unsettled = nil
@@ -459,25 +467,14 @@ func (o *owner) onSettleRead(r metadata.Result, err error) {
 	o.c.committer.kick(o)
 }
 
-// runCommittedLocked reports whether run d is committed according to a head
-// that no longer carries our session: in Pending, or in the offset index.
-func (o *owner) runCommittedLocked(fresh *head, d descriptor) bool {
-	for _, p := range fresh.Pending {
-		if p.sameRun(d) {
-			return true
-		}
-	}
-	if d.End > fresh.IndexedThrough {
-		return false
-	}
+// runCommittedLocked reports whether run id (ending at end) is committed
+// according to a head that no longer carries our session: in Pending, or in
+// the offset index.
+func (o *owner) runCommittedLocked(fresh *head, id runID, end int64) bool {
 	ctx, cancel := context.WithTimeout(o.c.ctx, 5*time.Second)
 	defer cancel()
-	rec, err := o.c.meta.Get(ctx, indexKey(o.id, d.End))
-	if err != nil {
-		return false
-	}
-	got, err := decodeIndexRecord(rec.Value)
-	return err == nil && got.sameRun(d)
+	ok, err := o.c.committedIn(ctx, fresh, id, end)
+	return err == nil && ok
 }
 
 func (o *owner) fenceLocked(fresh *head) {
@@ -490,8 +487,4 @@ func (o *owner) fenceLocked(fresh *head) {
 // failed: the store is unreachable).
 func (cm *committer) kickLater(o *owner) {
 	time.AfterFunc(unknownBackoff, func() { cm.kick(o) })
-}
-
-func dedupBatch(q *ProducerSequence, d descriptor) dedup.Batch {
-	return dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: d.Start, End: d.End}
 }

@@ -129,39 +129,60 @@ scan:
 	return nil
 }
 
+// committedIn reports whether run id, ending at end, is committed according
+// to head h: in its Pending list, or in the offset index (where the commit
+// holding it is the first index entry ending at or after end).
+func (c *Core) committedIn(ctx context.Context, h *head, id runID, end int64) (bool, error) {
+	for _, d := range h.Pending {
+		if d.contains(id) {
+			return true, nil
+		}
+	}
+	if end > h.IndexedThrough {
+		return false, nil
+	}
+	recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, end), indexKey(h.ID, h.IndexedThrough+1), 1)
+	if err != nil {
+		return false, err
+	}
+	if len(recs) == 0 {
+		return false, nil
+	}
+	d, err := decodeIndexRecord(recs[0].Value)
+	if err != nil {
+		return false, err
+	}
+	return d.contains(id), nil
+}
+
 // settleIntent decides whether a run an earlier incarnation made durable is
 // committed. The answer must be final, so when the run's session is still
 // the stream's current one it is fenced first (an epoch bump by CAS): after
 // that the old session can never commit again, and a re-read is proof.
 func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, error) {
 	id := ID(in.Run.Stream)
-	want := descriptor{Epoch: in.Run.Epoch, Token: in.Run.Token, Commit: in.Run.Commit}
+	want := runID{Epoch: in.Run.Epoch, Token: in.Run.Token, Commit: in.Run.Commit}
 	for {
 		h, v, err := c.readHead(ctx, id)
 		if errors.Is(err, ErrStreamNotFound) {
 			return false, nil
 		}
-		if err != nil {
-			return false, err
-		}
-		for _, d := range h.Pending {
-			if d.sameRun(want) {
+		if err == nil {
+			var committed bool
+			committed, err = c.committedIn(ctx, h, want, in.Run.End())
+			if err == nil && committed {
 				return true, nil
 			}
 		}
-		if end := in.Run.End(); end <= h.IndexedThrough {
-			rec, err := c.meta.Get(ctx, indexKey(id, end))
-			if err == nil {
-				d, derr := decodeIndexRecord(rec.Value)
-				if derr != nil {
-					return false, derr
-				}
-				if d.sameRun(want) {
-					return true, nil
-				}
-			} else if !errors.Is(err, metadata.ErrKeyNotFound) {
+		if err != nil {
+			if metadata.Classify(err) != metadata.Unknown {
 				return false, err
 			}
+			// The store did not answer: the proof must be re-read.
+			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+				return false, err
+			}
+			continue
 		}
 		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token {
 			return false, nil // that session can never commit again

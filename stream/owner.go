@@ -90,7 +90,6 @@ type appendOp struct {
 	target   provider.Target
 	walErr   error
 	sent     bool
-	desc     descriptor
 }
 
 type mutationOp struct {
@@ -109,6 +108,7 @@ type headCAS struct {
 	next     *head
 	expected metadata.Version
 	ops      []*appendOp
+	desc     descriptor // the commit of ops (when there are any)
 	muts     []*mutationOp
 }
 

@@ -106,30 +106,35 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 			if err != nil {
 				return nil, err
 			}
-			entries, err := p.Read(ctx, d.Target, d.Start, next, opts.MaxBytes-size)
-			if err != nil {
-				if errors.Is(err, provider.ErrCorrupt) {
-					return nil, fmt.Errorf("%w: %v offset %d: %w", ErrCorrupt, h.ID, next, err)
-				}
-				return nil, err
-			}
-			c.metrics.walReads.Add(1)
-			for _, e := range entries {
-				if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
+			for i, pt := range d.Parts {
+				if d.partEnd(i) <= next {
 					continue
 				}
-				if len(out) > 0 && (size+len(e.Payload) > opts.MaxBytes || len(out) >= opts.MaxEntries) {
+				entries, err := p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
+				if err != nil {
+					if errors.Is(err, provider.ErrCorrupt) {
+						return nil, fmt.Errorf("%w: %v offset %d: %w", ErrCorrupt, h.ID, next, err)
+					}
+					return nil, err
+				}
+				c.metrics.walReads.Add(1)
+				for _, e := range entries {
+					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
+						continue
+					}
+					if len(out) > 0 && (size+len(e.Payload) > opts.MaxBytes || len(out) >= opts.MaxEntries) {
+						return out, nil
+					}
+					out = append(out, ReadEntry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload})
+					size += len(e.Payload)
+					next = e.Offset + int64(e.RecordCount)
+				}
+				if next < d.partEnd(i) {
+					return out, nil // the provider stopped at the byte limit
+				}
+				if len(out) >= opts.MaxEntries || size >= opts.MaxBytes {
 					return out, nil
 				}
-				out = append(out, ReadEntry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload})
-				size += len(e.Payload)
-				next = e.Offset + int64(e.RecordCount)
-			}
-			if next < d.End {
-				return out, nil // the provider stopped at the byte limit
-			}
-			if len(out) >= opts.MaxEntries || size >= opts.MaxBytes {
-				return out, nil
 			}
 		}
 	}

@@ -117,25 +117,54 @@ func decodeAttrs(r *bin.Reader) map[string]string {
 	return out
 }
 
-// descriptor is a committed run: which offsets it covers and where its bytes
-// are. It is the commit intent made durable: first inside the head (Pending)
-// by the commit CAS itself, then in the offset index.
+// descriptor is a commit: the runs of one stream committed by one head CAS,
+// which are contiguous in offsets. It is the commit intent made durable:
+// first inside the head (Pending) by the commit CAS itself, then in the
+// offset index. Each part is one run's physical location (a WAL provider
+// target); part i covers [Parts[i].Start, Parts[i+1].Start), the last part
+// up to End. Merging a round's runs into one descriptor keeps metadata writes
+// at one index entry per stream per commit round, however deep the pipeline.
 type descriptor struct {
 	Start, End int64
 	Entries    uint32
-	// Bytes is the run's payload size; CumBytes the stream's cumulative
-	// committed payload size at End (drives size retention).
+	// Bytes is the payload size of the commit; CumBytes the stream's
+	// cumulative committed payload size at End (drives size retention).
 	Bytes, CumBytes int64
 	MinTS, MaxTS    int64
-	// Epoch, Token, Commit identify the writing session and the run within
-	// it; resolving an unknown commit outcome looks for exactly this triple.
-	Epoch, Token, Commit uint64
-	Provider             string
-	Target               []byte
+	// Epoch and Token identify the writing session; the runs carry commit
+	// numbers FirstCommit..Commit of it. Resolving an unknown commit outcome
+	// looks for exactly these identities.
+	Epoch, Token        uint64
+	FirstCommit, Commit uint64
+	// Generation is the physical generation the parts belong to: 0 for WAL
+	// runs. Materialization will publish higher generations for the same
+	// offsets without changing them.
+	Generation uint32
+	Provider   string
+	Parts      []part
 }
 
-func (d descriptor) sameRun(o descriptor) bool {
-	return d.Epoch == o.Epoch && d.Token == o.Token && d.Commit == o.Commit
+// part is one run's location inside a descriptor.
+type part struct {
+	Start  int64
+	Target []byte
+}
+
+// runID identifies one run: its session and commit number.
+type runID struct {
+	Epoch, Token, Commit uint64
+}
+
+func (d descriptor) contains(id runID) bool {
+	return d.Epoch == id.Epoch && d.Token == id.Token && d.FirstCommit <= id.Commit && id.Commit <= d.Commit
+}
+
+// partEnd is the exclusive end offset of part i.
+func (d descriptor) partEnd(i int) int64 {
+	if i+1 < len(d.Parts) {
+		return d.Parts[i+1].Start
+	}
+	return d.End
 }
 
 func (d descriptor) encodeTo(w *bin.Writer) {
@@ -148,21 +177,44 @@ func (d descriptor) encodeTo(w *bin.Writer) {
 	w.Varint(d.MaxTS)
 	w.Uvarint(d.Epoch)
 	w.U64(d.Token)
+	w.Uvarint(d.FirstCommit)
 	w.Uvarint(d.Commit)
+	w.Uvarint(uint64(d.Generation))
 	w.String(d.Provider)
-	w.Bytes(d.Target)
+	w.Uvarint(uint64(len(d.Parts)))
+	for _, p := range d.Parts {
+		w.Varint(p.Start)
+		w.Bytes(p.Target)
+	}
 }
 
 func decodeDescriptorFrom(r *bin.Reader) descriptor {
 	d := descriptor{Start: r.Varint(), End: r.Varint(), Entries: uint32(r.Uvarint()), Bytes: r.Varint(), CumBytes: r.Varint(),
-		MinTS: r.Varint(), MaxTS: r.Varint(), Epoch: r.Uvarint(), Token: r.U64(), Commit: r.Uvarint(), Provider: r.String()}
-	d.Target = append([]byte(nil), r.Bytes()...)
-	if r.Err() == nil && (d.End <= d.Start || d.Start < 0) {
-		// A run always covers at least one offset.
+		MinTS: r.Varint(), MaxTS: r.Varint(), Epoch: r.Uvarint(), Token: r.U64(), FirstCommit: r.Uvarint(), Commit: r.Uvarint(),
+		Generation: uint32(r.Uvarint()), Provider: r.String()}
+	n := r.Len(1 << 16)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		d.Parts = append(d.Parts, part{Start: r.Varint(), Target: append([]byte(nil), r.Bytes()...)})
+	}
+	if r.Err() == nil && !d.valid() {
 		r.Rest()
 		return descriptor{}
 	}
 	return d
+}
+
+// valid checks the structural invariants: a non-empty range, parts that
+// start at Start and ascend strictly inside it.
+func (d descriptor) valid() bool {
+	if d.Start < 0 || d.End <= d.Start || len(d.Parts) == 0 || d.Parts[0].Start != d.Start || d.FirstCommit > d.Commit {
+		return false
+	}
+	for i := 1; i < len(d.Parts); i++ {
+		if d.Parts[i].Start <= d.Parts[i-1].Start || d.Parts[i].Start >= d.End {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeIndexRecord is the value of an offset-index key.
@@ -183,7 +235,7 @@ func decodeIndexRecord(b []byte) (descriptor, error) {
 		return descriptor{}, fmt.Errorf("%w: index record version %d", ErrCorrupt, v)
 	}
 	d := decodeDescriptorFrom(&r)
-	if err := r.Done(); err != nil || d.End == 0 {
+	if err := r.Done(); err != nil || !d.valid() {
 		return descriptor{}, fmt.Errorf("%w: index record", ErrCorrupt)
 	}
 	return d, nil
@@ -316,7 +368,11 @@ func decodeHead(b []byte) (*head, error) {
 	if r.Err() != nil {
 		return nil, fmt.Errorf("%w: head", ErrCorrupt)
 	}
-	t, _, err := dedup.Decode(r.Rest())
+	rest := r.Rest()
+	t, used, err := dedup.Decode(rest)
+	if err == nil && used != len(rest) {
+		err = fmt.Errorf("%d trailing bytes", len(rest)-used)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: head producers: %w", ErrCorrupt, err)
 	}
