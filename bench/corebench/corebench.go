@@ -53,14 +53,14 @@ type Config struct {
 
 // Result is what a run measured (after warm-up).
 type Result struct {
-	Config        Config
-	Appends       int64
-	Bytes         int64
-	Seconds       float64
-	AppendsPerSec float64
-	MBPerSec      float64
-	P50, P99      time.Duration
-	P999          time.Duration
+	Config                  Config
+	Appends                 int64
+	Bytes                   int64
+	Seconds                 float64
+	AppendsPerSec           float64
+	MBPerSec                float64
+	P50, P99                time.Duration
+	P999                    time.Duration
 	MetaRoundTrips, MetaOps int64
 	RoundTripsPerSec        float64
 	ObjectPuts              int64

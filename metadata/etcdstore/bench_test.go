@@ -25,7 +25,7 @@ func reportLatency(b *testing.B, lat []time.Duration, unit string) {
 }
 
 func BenchmarkCASSequential(b *testing.B) {
-	s := openStoreB()
+	s := openStore(b)
 	defer s.Close()
 	ctx := context.Background()
 	v, err := s.Put(ctx, "head", []byte("0"), metadata.NotExists)
@@ -47,7 +47,7 @@ func BenchmarkCASSequential(b *testing.B) {
 }
 
 func BenchmarkCASConcurrent64(b *testing.B) {
-	s := openStoreB()
+	s := openStore(b)
 	defer s.Close()
 	ctx := context.Background()
 	const writers = 64
@@ -88,7 +88,7 @@ func BenchmarkCASConcurrent64(b *testing.B) {
 func BenchmarkBatchCAS(b *testing.B) {
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
-			s := openStoreB()
+			s := openStore(b)
 			defer s.Close()
 			ctx := context.Background()
 			ops := make([]metadata.Op, n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,23 +21,39 @@ import (
 )
 
 // One embedded etcd serves the whole package, on loopback ports the OS
-// picks; each test gets its own key prefix.
+// picks; each test gets its own key prefix. It starts on first use, inside
+// a test: starting it in TestMain before m.Run races with the testing
+// package's own start-up (etcd's goroutines read process globals that
+// M.Run initialises).
 var (
+	startOnce sync.Once
+	startErr  error
 	client    *clientv3.Client
+	etcd      *embed.Etcd
+	etcdDir   string
 	namespace atomic.Int64
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := m.Run()
+	if client != nil {
+		client.Close()
+	}
+	if etcd != nil {
+		etcd.Close()
+	}
+	if etcdDir != "" {
+		os.RemoveAll(etcdDir)
+	}
+	os.Exit(code)
 }
 
-func run(m *testing.M) int {
+func startEtcd() error {
 	dir, err := os.MkdirTemp("", "nereus-etcd-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer os.RemoveAll(dir)
+	etcdDir = dir
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.LogLevel = "error"
@@ -48,15 +65,13 @@ func run(m *testing.M) int {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
-		return 1
+		return fmt.Errorf("start embedded etcd: %w", err)
 	}
-	defer e.Close()
+	etcd = e
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):
-		fmt.Fprintln(os.Stderr, "embedded etcd not ready within 60s")
-		return 1
+		return fmt.Errorf("embedded etcd not ready within 60s")
 	}
 	client, err = clientv3.New(clientv3.Config{
 		Endpoints:   []string{e.Clients[0].Addr().String()},
@@ -64,16 +79,17 @@ func run(m *testing.M) int {
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd client:", err)
-		return 1
+		return fmt.Errorf("etcd client: %w", err)
 	}
-	defer client.Close()
-	return m.Run()
+	return nil
 }
 
-func openStore(t *testing.T) *etcdstore.Store { return openStoreB() }
-
-func openStoreB() *etcdstore.Store {
+func openStore(tb testing.TB) *etcdstore.Store {
+	tb.Helper()
+	startOnce.Do(func() { startErr = startEtcd() })
+	if startErr != nil {
+		tb.Fatal(startErr)
+	}
 	return etcdstore.New(client, etcdstore.Options{Prefix: fmt.Sprintf("/nereus-test/%d/", namespace.Add(1))})
 }
 
