@@ -136,7 +136,9 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 	for i := range parts {
 		fp := &parts[i]
 		op := fp.out
-		op.RecordBatches = nil
+		// An empty record set is encoded as length 0, never null:
+		// librdkafka rejects a null (-1) MessageSetSize.
+		op.RecordBatches = []byte{}
 		if fp.err != nil {
 			op.ErrorCode = errorCode(fp.err)
 			continue

@@ -38,3 +38,8 @@ var topicSeq atomic.Int64
 func uniqueTopic(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, topicSeq.Add(1))
 }
+
+func requireExternal(t testing.TB, ok bool, what string) {
+	t.Helper()
+	kafkatest.Require(t, ok, what)
+}
