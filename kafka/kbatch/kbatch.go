@@ -310,3 +310,5 @@ func CheckCRC(b []byte) error {
 	}
 	return nil
 }
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
