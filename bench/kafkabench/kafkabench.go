@@ -95,7 +95,7 @@ func (w *Workload) defaults() {
 
 // Latency summarises a latency histogram in milliseconds.
 type Latency struct {
-	Count                   int64
+	Count                    int64
 	P50, P99, P999, Max, Avg float64
 }
 
