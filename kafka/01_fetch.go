@@ -57,6 +57,10 @@ type fetchPart struct {
 	out  *kmsg.FetchResponseTopicPartition
 	part *kstore.Partition
 	err  error
+	// entries are the stored batches to send (unmodified; the writer
+	// patches their baseOffset on the way out) and size their byte total.
+	entries []stream.ReadEntry
+	size    int
 }
 
 func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
@@ -94,11 +98,12 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
+	reply := &fetchReply{FetchResponse: resp, parts: parts}
 	total := fillFetch(r.ctx, s, parts, maxBytes)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 {
 		s.stats.FetchedBytes.Add(int64(total))
-		return resp, nil, nil
+		return reply, nil, nil
 	}
 	return nil, func() kmsg.Response {
 		deadline := time.NewTimer(maxWait)
@@ -110,7 +115,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			total = fillFetch(r.ctx, s, parts, maxBytes)
 		}
 		s.stats.FetchedBytes.Add(int64(total))
-		return resp
+		return reply
 	}, nil
 }
 
@@ -136,9 +141,7 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 	for i := range parts {
 		fp := &parts[i]
 		op := fp.out
-		// An empty record set is encoded as length 0, never null:
-		// librdkafka rejects a null (-1) MessageSetSize.
-		op.RecordBatches = []byte{}
+		fp.entries, fp.size = nil, 0
 		if fp.err != nil {
 			op.ErrorCode = errorCode(fp.err)
 			continue
@@ -169,29 +172,21 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 			}
 			continue
 		}
-		size := 0
+		size, n := 0, 0
 		for _, e := range res.Entries {
-			size += len(e.Payload)
-		}
-		if size == 0 {
-			continue
-		}
-		if total > 0 && len(res.Entries[0].Payload) > remaining {
-			continue // KIP-74 applies only to the first partition with data
-		}
-		buf := make([]byte, 0, size)
-		for _, e := range res.Entries {
-			if total > 0 && len(buf)+len(e.Payload) > remaining {
+			if len(e.Payload) < kbatch.HeaderSize {
+				break // not a batch we stored; never serve it
+			}
+			// KIP-74: only the first partition with data may exceed the
+			// remaining budget, by one batch.
+			if (total > 0 || n > 0) && size+len(e.Payload) > remaining {
 				break
 			}
-			off := len(buf)
-			buf = append(buf, e.Payload...)
-			if len(e.Payload) >= kbatch.HeaderSize {
-				kbatch.SetBaseOffset(buf[off:], e.Offset)
-			}
+			size += len(e.Payload)
+			n++
 		}
-		op.RecordBatches = buf
-		total += len(buf)
+		fp.entries, fp.size = res.Entries[:n], size
+		total += size
 	}
 	return total
 }

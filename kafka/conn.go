@@ -292,13 +292,34 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		sl.resp.SetVersion(sl.version)
-		buf = encodeResponse(buf[:0], sl.key, sl.corrID, sl.resp)
-		if _, err := bw.Write(buf); err != nil {
-			broken = true
-			c.close()
-			continue
+		if f, ok := sl.resp.(framer); ok {
+			// Large zero-copy frame: flush what is buffered (order!),
+			// then writev the frame's buffers straight to the socket.
+			bufs := f.frame(sl.corrID)
+			n := 0
+			for _, b := range bufs {
+				n += len(b)
+			}
+			if err := bw.Flush(); err != nil {
+				broken = true
+				c.close()
+				continue
+			}
+			if _, err := bufs.WriteTo(c.nc); err != nil {
+				broken = true
+				c.close()
+				continue
+			}
+			c.s.stats.BytesOut.Add(int64(n))
+		} else {
+			buf = encodeResponse(buf[:0], sl.key, sl.corrID, sl.resp)
+			if _, err := bw.Write(buf); err != nil {
+				broken = true
+				c.close()
+				continue
+			}
+			c.s.stats.BytesOut.Add(int64(len(buf)))
 		}
-		c.s.stats.BytesOut.Add(int64(len(buf)))
 		if len(c.queue) == 0 {
 			if err := bw.Flush(); err != nil {
 				broken = true

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"time"
 
 	"github.com/nereusstream/nereus-go/bench/kafkabench"
@@ -34,7 +35,20 @@ func main() {
 	flag.DurationVar(&w.Duration, "duration", 30*time.Second, "measured duration")
 	flag.DurationVar(&w.Warmup, "warmup", 5*time.Second, "warm-up before measuring")
 	flag.BoolVar(&asJSON, "json", false, "print one JSON result line after the report")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (client and any in-process server) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	if w.Bootstrap == "" {
 		b, err := kafkatest.StartLocal(kafkatest.Options{})
@@ -53,6 +67,7 @@ func main() {
 	res, err := kafkabench.Run(ctx, w)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	res.Print(os.Stdout)
