@@ -367,5 +367,3 @@ type request struct {
 	hdr  header
 	kreq kmsg.Request
 }
-
-func (r *request) version() int16 { return r.hdr.version }

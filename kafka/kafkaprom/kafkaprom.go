@@ -21,7 +21,6 @@ import (
 type Metrics struct {
 	server  *kafka.Server
 	latency *prometheus.HistogramVec
-	descs   []*prometheus.Desc
 	reqDesc *prometheus.Desc
 }
 
