@@ -13,7 +13,8 @@ package kafka
 //   - Long poll: when fewer than min_bytes are available the request waits
 //     up to max_wait_ms for a commit on any requested partition (stream
 //     Notify channels), then answers with whatever it has. Shutdown ends the
-//     wait early.
+//     wait early; a partition error (unknown partition, offset out of
+//     range, fenced epoch) answers at once, as Kafka does.
 //   - Fetch sessions (KIP-227) are refused: every response carries
 //     session_id 0, so clients keep sending full fetches; an incremental
 //     fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND. A full response
@@ -101,14 +102,14 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	reply := &fetchReply{FetchResponse: resp, parts: parts}
 	total := fillFetch(r.ctx, s, parts, maxBytes)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total >= int(req.MinBytes) || maxWait <= 0 {
+	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) {
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
 	}
 	return nil, func() kmsg.Response {
 		deadline := time.NewTimer(maxWait)
 		defer deadline.Stop()
-		for total < int(req.MinBytes) {
+		for total < int(req.MinBytes) && !anyFetchError(parts) {
 			if !waitForCommit(r.ctx, s, parts, deadline.C) {
 				break
 			}
@@ -117,6 +118,17 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
 	}, nil
+}
+
+// anyFetchError reports whether a partition carries an error: like Kafka,
+// such a fetch is answered at once instead of long-polling.
+func anyFetchError(parts []fetchPart) bool {
+	for i := range parts {
+		if parts[i].out.ErrorCode != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLeaderEpoch compares a client's current_leader_epoch with ours.
@@ -208,7 +220,7 @@ func waitForCommit(ctx context.Context, s *Server, parts []fetchPart, deadline <
 		}
 		end, ch, err := s.store.Notify(ctx, fp.part)
 		if err != nil {
-			return true // re-read; the error surfaces there
+			return false // answer now; the next fetch reports the error
 		}
 		if end != fp.out.HighWatermark {
 			return true // committed since we read
