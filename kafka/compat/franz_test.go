@@ -148,7 +148,7 @@ func TestFranzGroupRebalance(t *testing.T) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr), kgo.ClientID(name),
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.HeartbeatInterval(100*time.Millisecond), kgo.SessionTimeout(3*time.Second),
+			kgo.HeartbeatInterval(100*time.Millisecond), kgo.SessionTimeout(10*time.Second),
 			kgo.AutoCommitInterval(100*time.Millisecond), kgo.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
 			done <- err
