@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -105,6 +106,10 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	if o.storage != nil {
 		s.storage = *o.storage
+		if s.storage.Metadata == nil {
+			// Injected storage (tests): protocol state lives in memory too.
+			s.storage.Metadata = memstore.New()
+		}
 	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
@@ -135,7 +140,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		if err != nil {
 			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
 		}
-		fe, err := spec.New(Deps{Storage: s.storage, NodeID: nodeID, Config: cfg,
+		fe, err := spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr()})
 		if err != nil {
 			l.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/boltstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -23,6 +24,9 @@ import (
 type openedStorage struct {
 	stream.Storage
 	io.Closer
+	// Metadata is the store the core commits through; front ends keep their
+	// own protocol state in it under their own key namespaces.
+	Metadata metadata.Store
 	// Backend names the implementation ("memory", "core").
 	Backend string
 	// Durable is false when acknowledged appends do not survive the process.
@@ -69,7 +73,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	closer := closerFunc(func() error {
 		return errors.Join(core.Close(), meta.Close())
 	})
-	return openedStorage{Storage: core, Closer: closer, Backend: "core", Durable: true}, nil
+	return openedStorage{Storage: core, Closer: closer, Metadata: meta, Backend: "core", Durable: true}, nil
 }
 
 type closerFunc func() error

@@ -2,15 +2,14 @@
 // idempotent Kafka producer and checks that a consumer then reads every
 // acknowledged record exactly once, in order, per partition.
 //
-// It needs a durable server it can start and SIGKILL:
+// By default it runs a real `nereus serve` through internal/testserver. To
+// point it at another durable server it can start and SIGKILL, set:
 //
 //	NEREUS_KAFKA_SERVE_CMD   shell command that starts the server in the
 //	                         foreground (e.g. "nereus serve --data-dir D
 //	                         --kafka-addr 127.0.0.1:19092"); state must
 //	                         survive a restart of the same command
 //	NEREUS_KAFKA_SERVE_ADDR  the Kafka address that command listens on
-//
-// Without them the test skips (or fails with NEREUS_REQUIRE_EXTERNAL=1).
 package crashtest
 
 import (
@@ -29,7 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/nereusstream/nereus-go/kafka/kafkatest"
+	"github.com/nereusstream/nereus-go/internal/testserver"
 )
 
 type server struct {
@@ -74,10 +73,19 @@ func (s *server) kill() {
 
 func TestCrashRestartIdempotentProduce(t *testing.T) {
 	cmd, addr := os.Getenv("NEREUS_KAFKA_SERVE_CMD"), os.Getenv("NEREUS_KAFKA_SERVE_ADDR")
-	kafkatest.Require(t, cmd != "" && addr != "", "a restartable durable server (NEREUS_KAFKA_SERVE_CMD and NEREUS_KAFKA_SERVE_ADDR)")
-	srv := &server{t: t, cmd: cmd, addr: addr}
-	srv.start()
-	defer srv.kill()
+	var kill, start func()
+	if cmd != "" && addr != "" {
+		srv := &server{t: t, cmd: cmd, addr: addr}
+		srv.start()
+		defer srv.kill()
+		kill, start = srv.kill, srv.start
+	} else {
+		// A real `nereus serve` on loopback; restarts keep its data dir and
+		// ports, so clients reconnect to the same address.
+		ts := testserver.Start(t, testserver.Options{DisablePulsar: true})
+		addr = ts.KafkaAddr()
+		kill, start = ts.Kill, ts.Restart
+	}
 
 	const partitions = 4
 	topic := fmt.Sprintf("crash-%d", time.Now().UnixNano())
@@ -130,9 +138,9 @@ func TestCrashRestartIdempotentProduce(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		time.Sleep(2 * time.Second)
 		t.Logf("round %d: SIGKILL and restart", round)
-		srv.kill()
+		kill()
 		time.Sleep(500 * time.Millisecond)
-		srv.start()
+		start()
 	}
 	time.Sleep(2 * time.Second)
 	close(stop)
