@@ -119,6 +119,7 @@ type Replica struct {
 	published    bool
 	publishedAt  time.Time
 	publishedVal uint64
+	durable      uint64 // highest cursor known persisted (r.next without a CursorStore)
 }
 
 // NewReplica constructs a replica positioned at cfg.StartAt (or at its
@@ -244,6 +245,7 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 			}
 		}
 		r.restored = true
+		r.durable = r.next
 	}
 	if !r.published {
 		// Register before reading anything, so a collector that runs from
@@ -252,6 +254,16 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 			return 0, false, err
 		}
 	}
+	defer func() {
+		if r.cfg.Cursor == nil {
+			r.durable = r.next
+		}
+		if r.durable != r.publishedVal && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval {
+			if perr := r.publish(ctx); perr != nil {
+				r.log.Warn("publishing cursor failed", "next", r.next, "err", perr)
+			}
+		}
+	}()
 	m, _, ok, err := r.store.Load(ctx)
 	if err != nil || !ok {
 		return 0, false, err
@@ -304,16 +316,12 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 			return fmt.Errorf("nereus/wal: persist cursor at next %d: %w", r.next, err)
 		}
 		sinceSave = 0
+		r.durable = r.next
 		return nil
 	}
 	defer func() {
 		if serr := save(); err == nil {
 			err = serr
-		}
-		if applied > 0 && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval {
-			if perr := r.publish(ctx); perr != nil {
-				r.log.Warn("publishing cursor failed", "next", r.next, "err", perr)
-			}
 		}
 	}()
 	for rc := range order {
@@ -363,21 +371,28 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 	return applied, false, nil
 }
 
-// publish writes the replica's cursor for collectors. Failures after the
-// first successful publish are harmless (a stale cursor keeps more).
+// publish writes the replica's cursor for collectors. It publishes the last
+// cursor known to be persisted, never one ahead of it: a replica restarting
+// from its persisted cursor must still find those records. Failures after
+// the first successful publish are harmless (a stale cursor keeps more).
 func (r *Replica) publish(ctx context.Context) error {
 	if r.cfg.ReplicaID == "" {
 		r.published = true
 		return nil
 	}
-	if r.published && r.publishedVal == r.next {
+	if r.published && r.publishedVal == r.durable {
 		r.publishedAt = time.Now()
 		return nil
 	}
 	key := cursorPrefix(r.cfg.ManifestPath) + r.cfg.ReplicaID
-	if _, err := r.os.Put(ctx, key, encodePublishedCursor(r.next), objectstore.PutOptions{Mode: objectstore.PutOverwrite}); err != nil {
+	if _, err := r.os.Put(ctx, key, encodePublishedCursor(r.durable), objectstore.PutOptions{Mode: objectstore.PutOverwrite}); err != nil {
 		return fmt.Errorf("nereus/wal: publish cursor %s: %w", key, err)
 	}
-	r.published, r.publishedAt, r.publishedVal = true, time.Now(), r.next
+	if r.published {
+		r.publishedAt = time.Now()
+	}
+	// The registration publish does not start the rate limit: the first pass
+	// that applies anything publishes its progress at once.
+	r.published, r.publishedVal = true, r.durable
 	return nil
 }
