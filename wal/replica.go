@@ -258,7 +258,7 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		if r.cfg.Cursor == nil {
 			r.durable = r.next
 		}
-		if r.durable != r.publishedVal && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval {
+		if r.durable != r.publishedVal && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval && ctx.Err() == nil {
 			if perr := r.publish(ctx); perr != nil {
 				r.log.Warn("publishing cursor failed", "next", r.next, "err", perr)
 			}
