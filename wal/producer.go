@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -356,7 +357,8 @@ type Producer struct {
 
 // NewProducer constructs a producer and claims the log by bumping the manifest
 // epoch. A successful return means this node owns the log at its claimed
-// epoch. ctx bounds only the claim; the producer runs until Close.
+// epoch. ctx bounds only the claim; the producer runs until Close, which
+// also releases its goroutines (always call it, even after a halt).
 func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerConfig) (*Producer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -779,13 +781,13 @@ func (p *Producer) commitLoop() {
 		<-head.uploaded
 		if err := p.haltedErr(); err != nil {
 			p.fail(head, err)
-			look = look[1:]
+			look[0], look = nil, look[1:]
 			continue
 		}
 		if head.uploadErr != nil {
 			p.halt(head.uploadErr)
 			p.fail(head, head.uploadErr)
-			look = look[1:]
+			look[0], look = nil, look[1:]
 			continue
 		}
 		limit := p.cfg.ManifestAppendBatchSize
@@ -812,7 +814,8 @@ func (p *Producer) commitLoop() {
 			}
 			n++
 		}
-		batch := look[:n]
+		batch := slices.Clone(look[:n])
+		clear(look[:n]) // drop references so committed records can be freed
 		look = look[n:]
 		p.commitBatch(batch)
 	}

@@ -788,3 +788,46 @@ func TestProducerConfigValidation(t *testing.T) {
 		t.Fatalf("defaults %+v %v", c, err)
 	}
 }
+
+// TestCommitsStayOrderedWhenUploadsFinishOutOfOrder holds the first
+// segment's upload until the second one has landed: commits must still follow
+// ordinal order.
+func TestCommitsStayOrderedWhenUploadsFinishOutOfOrder(t *testing.T) {
+	store := &reorderStore{ObjectStore: memstore.New(), secondDone: make(chan struct{})}
+	cfg := testConfig()
+	cfg.FlushInterval = time.Hour
+	cfg.FlushBytes = 200
+	cfg.SegmentMaxBytes = 150 // one 100-byte record per segment
+	cfg.ManifestAppendBatchSize = 1
+	cfg.UploadConcurrency = 2
+	p := newTestProducer(t, store, cfg)
+	ctx := testCtx(t)
+	d0, _ := p.Append(ctx, [][]byte{bytes.Repeat([]byte{'a'}, 100)}, nil)
+	d1, _ := p.Append(ctx, [][]byte{bytes.Repeat([]byte{'b'}, 100)}, nil)
+	if mustWait(t, d0) != 0 || mustWait(t, d1) != 1 {
+		t.Fatal("sequences out of order")
+	}
+	m, _, _, _ := NewStore(store, testManifest).Load(ctx)
+	es, _ := m.Entries()
+	if len(es) != 2 || !strings.HasSuffix(es[0].Location, "/0000000000000000") || !strings.HasSuffix(es[1].Location, "/0000000000000001") {
+		t.Fatalf("entries %+v", es)
+	}
+}
+
+// reorderStore completes segment ordinal 1's PUT before letting ordinal 0's
+// PUT through.
+type reorderStore struct {
+	objectstore.ObjectStore
+	secondDone chan struct{}
+}
+
+func (r *reorderStore) Put(ctx context.Context, key string, data []byte, opts objectstore.PutOptions) (objectstore.UpdateVersion, error) {
+	if strings.HasSuffix(key, "/0000000000000000") {
+		<-r.secondDone
+	}
+	v, err := r.ObjectStore.Put(ctx, key, data, opts)
+	if strings.HasSuffix(key, "/0000000000000001") {
+		close(r.secondDone)
+	}
+	return v, err
+}
