@@ -324,7 +324,10 @@ func TestTwoProducersOlderIsFenced(t *testing.T) {
 // them a second time.
 func TestLostCommitResponse(t *testing.T) {
 	fs := newFaultStore(memstore.New())
-	p := newTestProducer(t, fs, testConfig())
+	var logBuf syncBuffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := newTestProducer(t, fs, cfg)
 	ctx := testCtx(t)
 	lose := 0
 	fs.setRule(func(op, key string) fault {
@@ -362,6 +365,10 @@ func TestLostCommitResponse(t *testing.T) {
 	}
 	if lose != 3 {
 		t.Fatalf("only %d responses lost", lose)
+	}
+	// Each was resolved by finding the entries, not by re-appending.
+	if n := strings.Count(logBuf.String(), "unknown outcome had landed"); n != 3 {
+		t.Fatalf("%d lost commits resolved by re-reading, want 3:\n%s", n, logBuf.String())
 	}
 }
 
