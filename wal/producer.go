@@ -579,7 +579,13 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.cancel()
 	cause := p.haltedErr()
 	p.halt(ErrHalted)
-	if cause != nil && cause != ErrHalted {
+	if cause == ErrHalted {
+		cause = nil
+	}
+	if ctxErr != nil && cause != nil {
+		return errors.Join(ctxErr, cause) // the abort itself halts the producer
+	}
+	if cause != nil {
 		return cause
 	}
 	return ctxErr

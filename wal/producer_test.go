@@ -838,3 +838,74 @@ func (r *reorderStore) Put(ctx context.Context, key string, data []byte, opts ob
 	}
 	return v, err
 }
+
+// scriptedStore returns scripted errors for manifest PUTs (after the claim)
+// and can block them until the caller's context ends.
+type scriptedStore struct {
+	objectstore.ObjectStore
+	mu      sync.Mutex
+	claimed bool
+	errs    []error // returned, in order, by the manifest PUTs after the claim
+	block   bool    // block manifest PUTs until ctx ends
+}
+
+func (s *scriptedStore) Put(ctx context.Context, key string, data []byte, opts objectstore.PutOptions) (objectstore.UpdateVersion, error) {
+	if key == testManifest {
+		s.mu.Lock()
+		claimed := s.claimed
+		s.claimed = true
+		var err error
+		if claimed && len(s.errs) > 0 {
+			err, s.errs = s.errs[0], s.errs[1:]
+		}
+		block := claimed && s.block
+		s.mu.Unlock()
+		if block {
+			<-ctx.Done()
+			return objectstore.UpdateVersion{}, ctx.Err()
+		}
+		if err != nil {
+			return objectstore.UpdateVersion{}, err
+		}
+	}
+	return s.ObjectStore.Put(ctx, key, data, opts)
+}
+
+func TestCommitConflict409AndRefusal(t *testing.T) {
+	t.Run("409 retried", func(t *testing.T) {
+		s := &scriptedStore{ObjectStore: memstore.New(), errs: []error{objectstore.ErrConflict, objectstore.ErrConflict}}
+		p := newTestProducer(t, s, testConfig())
+		d, _ := p.Append(testCtx(t), [][]byte{[]byte("x")}, nil)
+		if mustWait(t, d) != 0 {
+			t.Fatal("wrong sequence")
+		}
+	})
+	t.Run("invalid argument is fatal", func(t *testing.T) {
+		s := &scriptedStore{ObjectStore: memstore.New(), errs: []error{objectstore.ErrInvalidArgument}}
+		p := newTestProducer(t, s, testConfig())
+		d, _ := p.Append(testCtx(t), [][]byte{[]byte("x")}, nil)
+		if _, err := d.Wait(testCtx(t)); !errors.Is(err, objectstore.ErrInvalidArgument) {
+			t.Fatalf("wait: %v", err)
+		}
+		if _, err := p.Append(testCtx(t), [][]byte{[]byte("y")}, nil); !errors.Is(err, ErrHalted) {
+			t.Fatalf("append: %v", err)
+		}
+	})
+}
+
+func TestCloseWithExpiredContextAborts(t *testing.T) {
+	s := &scriptedStore{ObjectStore: memstore.New(), block: true}
+	p, err := NewProducer(testCtx(t), s, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := p.Append(testCtx(t), [][]byte{[]byte("stuck")}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := d.Wait(testCtx(t)); err == nil {
+		t.Fatal("an aborted commit resolved as committed")
+	}
+}
