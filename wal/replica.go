@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
@@ -114,12 +115,12 @@ type Replica struct {
 	log    *slog.Logger
 	met    *replicaMetrics
 
-	next         uint64
+	next         atomic.Uint64 // written only by the polling goroutine; Next may read it anytime
 	restored     bool
 	published    bool
 	publishedAt  time.Time
 	publishedVal uint64
-	durable      uint64 // highest cursor known persisted (r.next without a CursorStore)
+	durable      uint64 // highest cursor known persisted (next itself without a CursorStore)
 }
 
 // NewReplica constructs a replica positioned at cfg.StartAt (or at its
@@ -134,8 +135,8 @@ func NewReplica(os objectstore.ObjectStore, apply Applier, cfg ReplicaConfig) *R
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "wal.replica", "manifest", cfg.ManifestPath),
 		met:   newReplicaMetrics(cfg.Meter),
-		next:  cfg.StartAt,
 	}
+	r.next.Store(cfg.StartAt)
 	if err != nil {
 		r.cfgErr = fmt.Errorf("%w: %w", errReplicaConfig, err)
 	}
@@ -143,8 +144,8 @@ func NewReplica(os objectstore.ObjectStore, apply Applier, cfg ReplicaConfig) *R
 }
 
 // Next returns the next sequence the replica expects to apply (one past the
-// highest applied record).
-func (r *Replica) Next() uint64 { return r.next }
+// highest applied record). It is safe to call while Poll or Run is running.
+func (r *Replica) Next() uint64 { return r.next.Load() }
 
 // Poll runs one tail pass: it loads the manifest, fetches and applies every
 // record with sequence >= cursor in order, and advances the cursor (per
@@ -187,10 +188,10 @@ func (r *Replica) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTruncated) || errors.Is(err, errReplicaConfig):
-			r.log.Error("replication stopped", "next", r.next, "err", err)
+			r.log.Error("replication stopped", "next", r.next.Load(), "err", err)
 			return err
 		default:
-			r.log.Warn("poll failed, retrying", "next", r.next, "err", err)
+			r.log.Warn("poll failed, retrying", "next", r.next.Load(), "err", err)
 			if serr := bo.sleep(ctx); serr != nil {
 				return serr
 			}
@@ -241,11 +242,11 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 				return 0, false, fmt.Errorf("nereus/wal: load cursor: %w", err)
 			}
 			if ok {
-				r.next = next
+				r.next.Store(next)
 			}
 		}
 		r.restored = true
-		r.durable = r.next
+		r.durable = r.next.Load()
 	}
 	if !r.published {
 		// Register before reading anything, so a collector that runs from
@@ -256,11 +257,11 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 	}
 	defer func() {
 		if r.cfg.Cursor == nil {
-			r.durable = r.next
+			r.durable = r.next.Load()
 		}
 		if r.durable != r.publishedVal && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval && ctx.Err() == nil {
 			if perr := r.publish(ctx); perr != nil {
-				r.log.Warn("publishing cursor failed", "next", r.next, "err", perr)
+				r.log.Warn("publishing cursor failed", "next", r.next.Load(), "err", perr)
 			}
 		}
 	}()
@@ -268,11 +269,11 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	if first := m.firstLive(); first > r.next {
+	if first := m.firstLive(); first > r.next.Load() {
 		return 0, false, fmt.Errorf("%w: replica needs sequence %d, first live sequence is %d (snapshot %q through %d)",
-			ErrTruncated, r.next, first, m.Snapshot().Location, m.Snapshot().ThroughSeq)
+			ErrTruncated, r.next.Load(), first, m.Snapshot().Location, m.Snapshot().ThroughSeq)
 	}
-	entries, _ := m.EntriesContaining(r.next)
+	entries, _ := m.EntriesContaining(r.next.Load())
 	if len(entries) == 0 {
 		return 0, false, nil
 	}
@@ -312,11 +313,11 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		if r.cfg.Cursor == nil || sinceSave == 0 {
 			return nil
 		}
-		if err := r.cfg.Cursor.Save(ctx, r.next); err != nil {
-			return fmt.Errorf("nereus/wal: persist cursor at next %d: %w", r.next, err)
+		if err := r.cfg.Cursor.Save(ctx, r.next.Load()); err != nil {
+			return fmt.Errorf("nereus/wal: persist cursor at next %d: %w", r.next.Load(), err)
 		}
 		sinceSave = 0
-		r.durable = r.next
+		r.durable = r.next.Load()
 		return nil
 	}
 	defer func() {
@@ -332,8 +333,8 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		}
 		e := f.entry
 		var skip uint64
-		if e.Count != 0 && r.next > e.Sequence {
-			skip = r.next - e.Sequence // StartAt (or a resumed cursor) mid-segment
+		if e.Count != 0 && r.next.Load() > e.Sequence {
+			skip = r.next.Load() - e.Sequence // StartAt (or a resumed cursor) mid-segment
 		}
 		mi := 0
 		for i, data := range f.recs {
@@ -357,7 +358,7 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		}
 		r.met.records.Add(context.Background(), int64(len(f.recs))-int64(skip))
 		r.met.segments.Add(context.Background(), 1)
-		r.next = e.End()
+		r.next.Store(e.End())
 		sinceSave++
 		if sinceSave >= r.cfg.CursorSaveInterval {
 			if err := save(); err != nil {
