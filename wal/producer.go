@@ -210,9 +210,11 @@ type Placement struct {
 // manifest (or failed permanently).
 //
 // A nil error from Wait means the records are committed: ordered, durable and
-// visible to replicas. An error means the outcome is UNKNOWN, never "not
-// durable": the records may or may not be in the log, and they are never in
-// it twice.
+// visible to replicas. An error wrapping ErrNotCommitted proves they are not in
+// the log (no manifest write carrying them can have landed), so resubmitting
+// them to a new producer cannot duplicate them. Any other error means the
+// outcome is UNKNOWN: the records may or may not be in the log, and they are
+// never in it twice.
 type Durability struct {
 	done      chan struct{}
 	n         int
@@ -786,13 +788,13 @@ func (p *Producer) commitLoop() {
 		head := look[0]
 		<-head.uploaded
 		if err := p.haltedErr(); err != nil {
-			p.fail(head, err)
+			p.fail(head, notCommitted(err)) // never offered to the manifest
 			look[0], look = nil, look[1:]
 			continue
 		}
 		if head.uploadErr != nil {
 			p.halt(head.uploadErr)
-			p.fail(head, head.uploadErr)
+			p.fail(head, notCommitted(head.uploadErr))
 			look[0], look = nil, look[1:]
 			continue
 		}
@@ -830,9 +832,13 @@ func (p *Producer) commitLoop() {
 // commitBatch commits batch in one CAS and resolves its Appends.
 func (p *Producer) commitBatch(batch []*pipeSegment) {
 	start := time.Now()
-	seqs, after, err := p.commitEntries(batch)
+	seqs, after, unknown, err := p.commitEntries(batch)
 	if err != nil {
 		p.halt(err)
+		if !unknown {
+			// Every CAS attempt for this batch definitely did not apply.
+			err = notCommitted(err)
+		}
 		for _, s := range batch {
 			p.fail(s, err)
 		}
@@ -899,13 +905,13 @@ func (p *Producer) fail(s *pipeSegment, err error) {
 // The CAS always targets a version observed at our epoch (written by us or
 // loaded and epoch-checked), so a successful CAS proves the epoch is still
 // ours; the in-memory epoch is asserted once more right before each write.
-func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after error, err error) {
+func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after error, unknown bool, err error) {
 	var total uint64
 	for _, s := range batch {
 		total += uint64(s.records)
 	}
 	base := p.m.NextSequence()
-	unknown, reload := false, false
+	reload := false
 	conflicts, transient := 0, 0
 	bo := newBackoff(p.cfg.ManifestInitialBackoff)
 	cbo := newBackoff(p.cfg.ManifestInitialBackoff)
@@ -925,42 +931,42 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 			m, ver, ok, lerr := p.store.Load(p.ctx)
 			if lerr != nil {
 				if errors.Is(lerr, ErrCorrupt) || p.ctx.Err() != nil {
-					return nil, nil, lerr
+					return nil, nil, unknown, lerr
 				}
 				p.log.Warn("manifest reload failed, retrying", "err", lerr)
 				if rerr := retry(lerr); rerr != nil {
-					return nil, nil, rerr
+					return nil, nil, unknown, rerr
 				}
 				continue
 			}
 			if !ok {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest %s disappeared while the producer held epoch %d", p.cfg.ManifestPath, p.epoch)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest %s disappeared while the producer held epoch %d", p.cfg.ManifestPath, p.epoch)
 			}
 			if unknown {
 				landed, s, rerr := p.landed(m, batch, base, total)
 				if rerr != nil {
-					return nil, nil, rerr
+					return nil, nil, unknown, rerr
 				}
 				if landed {
 					p.met.commitUnknown.Add(context.Background(), 1)
 					p.log.Info("earlier commit attempt with unknown outcome had landed", "segments", len(batch))
 					if m.Epoch() != p.epoch {
 						p.met.fenced.Add(context.Background(), 1)
-						return s, p.fencedErr(m.Epoch()), nil
+						return s, p.fencedErr(m.Epoch()), unknown, nil
 					}
 					p.m, p.ver = m, *ver
-					return s, nil, nil
+					return s, nil, unknown, nil
 				}
 			}
 			if m.Epoch() != p.epoch {
 				if m.Epoch() < p.epoch {
-					return nil, nil, fmt.Errorf("nereus/wal: manifest epoch went backwards: %d < claimed %d", m.Epoch(), p.epoch)
+					return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest epoch went backwards: %d < claimed %d", m.Epoch(), p.epoch)
 				}
 				p.met.fenced.Add(context.Background(), 1)
-				return nil, nil, p.fencedErr(m.Epoch())
+				return nil, nil, unknown, p.fencedErr(m.Epoch())
 			}
 			if m.NextSequence() != base {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest next sequence %d at our epoch %d, expected %d: another writer appended", m.NextSequence(), p.epoch, base)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest next sequence %d at our epoch %d, expected %d: another writer appended", m.NextSequence(), p.epoch, base)
 			}
 			p.m, p.ver = m, *ver
 			reload = false
@@ -970,17 +976,17 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 		for i, s := range batch {
 			seq, aerr := work.Append(s.location, s.metas, s.records)
 			if aerr != nil {
-				return nil, nil, aerr // encoding limit: not retryable
+				return nil, nil, unknown, aerr // encoding limit: not retryable
 			}
 			seqs[i] = seq
 		}
 		if work.Epoch() != p.epoch {
-			return nil, nil, fmt.Errorf("nereus/wal: epoch invariant violated: manifest %d, producer %d", work.Epoch(), p.epoch)
+			return nil, nil, unknown, fmt.Errorf("nereus/wal: epoch invariant violated: manifest %d, producer %d", work.Epoch(), p.epoch)
 		}
 		newVer, perr := p.store.put(p.ctx, work, &p.ver)
 		if perr == nil {
 			p.m, p.ver = work, newVer
-			return seqs, nil, nil
+			return seqs, nil, unknown, nil
 		}
 		reload = true
 		switch objectstore.Classify(perr) {
@@ -988,33 +994,41 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 			conflicts++
 			p.met.commitConflicts.Add(context.Background(), 1)
 			if conflicts >= p.cfg.MaxCommitConflicts {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit lost %d CAS races: %w", conflicts, perr)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit lost %d CAS races: %w", conflicts, perr)
 			}
 			p.log.Info("manifest changed under the producer, re-planning", "conflicts", conflicts)
 			if conflicts > 1 {
 				if serr := cbo.sleep(p.ctx); serr != nil {
-					return nil, nil, serr
+					return nil, nil, unknown, serr
 				}
 			}
 		case objectstore.NotApplied:
 			if !errors.Is(perr, objectstore.ErrConflict) {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit refused: %w", perr)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit refused: %w", perr)
 			}
 			p.log.Warn("manifest commit conflicted (409), retrying", "err", perr)
 			if rerr := retry(perr); rerr != nil {
-				return nil, nil, rerr
+				return nil, nil, unknown, rerr
 			}
 		default:
-			if p.ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit aborted with unknown outcome: %w", perr)
-			}
 			unknown = true
+			if p.ctx.Err() != nil {
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit aborted with unknown outcome: %w", perr)
+			}
 			p.log.Warn("manifest commit outcome unknown, will verify before retrying", "err", perr)
 			if rerr := retry(perr); rerr != nil {
-				return nil, nil, rerr
+				return nil, nil, unknown, rerr
 			}
 		}
 	}
+}
+
+// notCommitted marks err as proof that the records are not in the log.
+func notCommitted(err error) error {
+	if errors.Is(err, ErrNotCommitted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotCommitted, err)
 }
 
 func (p *Producer) fencedErr(newEpoch uint64) error {

@@ -302,8 +302,8 @@ func TestTwoProducersOlderIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Wait(ctx); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale append: %v, want ErrFenced", err)
+	if _, err := d.Wait(ctx); !errors.Is(err, ErrFenced) || !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("stale append: %v, want ErrFenced and ErrNotCommitted", err)
 	}
 	if _, err := old.Append(ctx, [][]byte{[]byte("after")}, nil); !errors.Is(err, ErrHalted) || !errors.Is(err, ErrFenced) {
 		t.Fatalf("append after fencing: %v, want ErrHalted wrapping ErrFenced", err)
@@ -456,7 +456,7 @@ func TestUploadFailureHalts(t *testing.T) {
 	})
 	ctx := testCtx(t)
 	d, _ := p.Append(ctx, [][]byte{[]byte("x")}, nil)
-	if _, err := d.Wait(ctx); err == nil || !errors.Is(err, errInjected) {
+	if _, err := d.Wait(ctx); !errors.Is(err, errInjected) || !errors.Is(err, ErrNotCommitted) {
 		t.Fatalf("wait: %v", err)
 	}
 	if _, err := p.Append(ctx, [][]byte{[]byte("y")}, nil); !errors.Is(err, ErrHalted) {
@@ -483,8 +483,8 @@ func TestManifestRetryBounds(t *testing.T) {
 			return pass
 		})
 		d, _ := p.Append(testCtx(t), [][]byte{[]byte("x")}, nil)
-		if _, err := d.Wait(testCtx(t)); err == nil {
-			t.Fatal("commit succeeded")
+		if _, err := d.Wait(testCtx(t)); err == nil || errors.Is(err, ErrNotCommitted) {
+			t.Fatalf("after unknown outcomes: %v, want an unknown-outcome error", err)
 		}
 		if n := fs.count("put", testManifest); n != 1+3 { // claim + 3 attempts
 			t.Fatalf("%d manifest PUTs", n)
@@ -882,7 +882,7 @@ func TestCommitConflict409AndRefusal(t *testing.T) {
 		s := &scriptedStore{ObjectStore: memstore.New(), errs: []error{objectstore.ErrInvalidArgument}}
 		p := newTestProducer(t, s, testConfig())
 		d, _ := p.Append(testCtx(t), [][]byte{[]byte("x")}, nil)
-		if _, err := d.Wait(testCtx(t)); !errors.Is(err, objectstore.ErrInvalidArgument) {
+		if _, err := d.Wait(testCtx(t)); !errors.Is(err, objectstore.ErrInvalidArgument) || !errors.Is(err, ErrNotCommitted) {
 			t.Fatalf("wait: %v", err)
 		}
 		if _, err := p.Append(testCtx(t), [][]byte{[]byte("y")}, nil); !errors.Is(err, ErrHalted) {
@@ -903,8 +903,8 @@ func TestCloseWithExpiredContextAborts(t *testing.T) {
 	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := d.Wait(testCtx(t)); err == nil {
-		t.Fatal("an aborted commit resolved as committed")
+	if _, err := d.Wait(testCtx(t)); err == nil || errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("an aborted commit: %v, want an unknown-outcome error", err)
 	}
 }
 
