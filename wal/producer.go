@@ -65,7 +65,8 @@ type ProducerConfig struct {
 	// SegmentMaxBytes caps the size of a single segment object. When a flush
 	// drains more than this, it rotates into multiple segments (whole Append
 	// groups are kept intact; an oversized group gets its own segment). Zero
-	// means one segment per flush (no rotation).
+	// means one segment per flush (no rotation), up to the 1 GiB frame-block
+	// limit of the segment format.
 	SegmentMaxBytes int
 	// ManifestAppendBatchSize caps how many segment entries are coalesced into
 	// one manifest CAS. Zero coalesces all of a flush's segments (plus any
@@ -468,6 +469,10 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 	for _, r := range records {
 		size += len(r)
 	}
+	if framed := size + frameHeaderSize*len(records); framed > maxFramesLen {
+		// Refused up front: an unencodable group would halt the producer.
+		return nil, fmt.Errorf("nereus/wal: Append of %d framed bytes exceeds the %d-byte segment limit", framed, maxFramesLen)
+	}
 	blocked := false
 	for {
 		p.mu.Lock()
@@ -647,9 +652,13 @@ func (p *Producer) seal(batch []*appendGroup) {
 	p.flushSeq++
 	var segs []*pipeSegment
 	var cur *pipeSegment
+	limit := maxFramesLen // a segment's frame block never exceeds it
+	if p.cfg.SegmentMaxBytes > 0 {
+		limit = min(limit, p.cfg.SegmentMaxBytes)
+	}
 	for _, g := range batch {
 		size := g.bytes + frameHeaderSize*len(g.records)
-		if cur == nil || (p.cfg.SegmentMaxBytes > 0 && cur.frameBytes+size > p.cfg.SegmentMaxBytes) {
+		if cur == nil || cur.frameBytes+size > limit {
 			cur = &pipeSegment{flushID: flushID, uploaded: make(chan struct{})}
 			segs = append(segs, cur)
 		}
