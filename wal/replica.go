@@ -54,8 +54,10 @@ type ReplicaConfig struct {
 	// ReplicaID, if set, publishes this replica's next-to-apply cursor to the
 	// object store at "<ManifestPath>.cursors/<ReplicaID>" (before the first
 	// apply, then at most once per CursorPublishInterval), so a GC never
-	// truncates or deletes records this replica still needs. Must not
-	// contain '/'. Empty: the replica is invisible to GC.
+	// truncates or deletes records this replica still needs. Only cursors
+	// already persisted by Cursor are published; without a Cursor the
+	// in-memory cursor is, so such a replica must re-bootstrap after a
+	// restart. Must not contain '/'. Empty: the replica is invisible to GC.
 	ReplicaID string
 	// CursorPublishInterval bounds how often the published cursor is
 	// rewritten (default 1s). A stale published cursor is safe: it only makes
