@@ -59,7 +59,10 @@
 // entries to the fresh manifest. A commit whose outcome is unknown (timeout,
 // reset, 5xx) is never blindly retried: the next reload proves whether it
 // landed via TailLocations and NextSequence (only the producer appends at its
-// epoch) and resolves it, so nothing is appended twice.
+// epoch) and resolves it, so nothing is appended twice. A Durability error
+// wrapping ErrNotCommitted proves the records absent (every CAS that could
+// carry them definitely failed, or none was tried); any other error leaves
+// the outcome unknown.
 //
 // # Read path and retention
 //

@@ -26,6 +26,14 @@ var (
 	// group would produce an invalid manifest entry and halt the producer.
 	ErrNoRecords = errors.New("nereus/wal: Append requires at least one record")
 
+	// ErrNotCommitted is wrapped by a Durability error when the Append's
+	// records are proven absent from the log: every manifest write that could
+	// have carried them definitely did not apply (or none was attempted, e.g.
+	// the upload failed or the producer had already halted). Resubmitting the
+	// records cannot duplicate them. Its absence from an error means the
+	// outcome is unknown.
+	ErrNotCommitted = errors.New("nereus/wal: records not committed")
+
 	// ErrTruncated is returned by Replica.Poll when the records the replica
 	// needs next were already truncated from the manifest (its cursor is
 	// below the first live entry). Re-bootstrap the replica from the

@@ -36,6 +36,7 @@ const (
 const (
 	DefaultGCGracePeriod = 10 * time.Minute
 	gcMaxConflicts       = 16
+	gcDeleteConcurrency  = 8
 )
 
 // GCConfig configures a Collector.
@@ -243,6 +244,11 @@ func (g *Collector) Collect(ctx context.Context) (GCStats, error) {
 	g.lastRefs = refs
 
 	listed := map[string]bool{}
+	type victim struct {
+		info objectstore.ObjectInfo
+		why  string
+	}
+	var victims []victim
 	for info, err := range g.os.List(ctx, g.cfg.SegmentPrefix+"/") {
 		if err != nil {
 			return st, fmt.Errorf("nereus/wal: list segments: %w", err)
@@ -261,19 +267,34 @@ func (g *Collector) Collect(ctx context.Context) (GCStats, error) {
 			st.KeptUnreferenced++
 			continue
 		}
-		dead, why := g.dead(ctx, info, run, ord, maxOrd, m.Epoch())
-		if !dead {
+		if dead, why := g.dead(ctx, info, run, ord, maxOrd, m.Epoch()); dead {
+			victims = append(victims, victim{info, why})
+		} else {
+			st.KeptUnreferenced++
+		}
+	}
+	// Delete in parallel: deletes are independent and, on a filesystem or
+	// S3, latency-bound.
+	errs := make([]error, len(victims))
+	sem := make(chan struct{}, gcDeleteConcurrency)
+	var wg sync.WaitGroup
+	for i, v := range victims {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = g.delete(ctx, v.info)
+		})
+	}
+	wg.Wait()
+	for i, v := range victims {
+		if errs[i] != nil {
+			g.log.Warn("deleting segment failed", "segment", v.info.Key, "err", errs[i])
 			st.KeptUnreferenced++
 			continue
 		}
-		if err := g.delete(ctx, info); err != nil {
-			g.log.Warn("deleting segment failed", "segment", info.Key, "err", err)
-			st.KeptUnreferenced++
-			continue
-		}
-		g.log.Debug("deleted segment", "segment", info.Key, "reason", why)
-		delete(g.unrefSince, info.Key)
-		delete(g.truncated, info.Key)
+		g.log.Debug("deleted segment", "segment", v.info.Key, "reason", v.why)
+		delete(g.unrefSince, v.info.Key)
+		delete(g.truncated, v.info.Key)
 		st.DeletedSegments++
 	}
 	// Forget keys that no longer exist.

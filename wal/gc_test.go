@@ -203,16 +203,23 @@ func TestCollectorTruncationRespectsReplicaCursors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ga := newTestCollector(t, store2, GCConfig{Truncate: TruncateApplied}, &clock)
-	if stats, err = ga.Collect(ctx); err != nil || stats.TruncatedEntries != 0 {
-		// The replica's first publish recorded cursor 0 (before applying);
-		// it republishes only after CursorPublishInterval.
-		t.Fatalf("applied policy with stale cursor: %+v %v", stats, err)
+	if stats, err = ga.Collect(ctx); err != nil || stats.TruncatedEntries != 2 || stats.MinCursor != 2 {
+		t.Fatalf("applied policy: %+v %v", stats, err)
 	}
-	r.publishedAt = time.Time{}
-	if _, err := r.Poll(ctx); err != nil { // applies seq 2, republishes 3
+	if _, err := r.Poll(ctx); err != nil { // applies seq 2; publishing is rate-limited (1s)
 		t.Fatal(err)
 	}
-	if stats, err = ga.Collect(ctx); err != nil || stats.TruncatedEntries != 3 || stats.MinCursor != 3 {
+	if stats, err = ga.Collect(ctx); err != nil || stats.TruncatedEntries != 0 || stats.MinCursor != 2 {
+		t.Fatalf("applied policy with a stale (lower) cursor: %+v %v", stats, err)
+	}
+	r.publishedAt = time.Time{}
+	if _, err := r.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.publishedVal != 3 {
+		t.Fatalf("published %d", r.publishedVal)
+	}
+	if stats, err = ga.Collect(ctx); err != nil || stats.TruncatedEntries != 1 || stats.MinCursor != 3 {
 		t.Fatalf("applied policy: %+v %v", stats, err)
 	}
 }

@@ -24,8 +24,9 @@ import (
 
 type appendIn struct{ value string }
 type appendOut struct {
-	known bool
-	seq   uint64
+	known  bool
+	absent bool // the error wrapped ErrNotCommitted
+	seq    uint64
 }
 type readIn struct{}
 type readOut struct{ values []string }
@@ -38,6 +39,9 @@ var logModel = porcupine.NondeterministicModel{
 		case appendIn:
 			out := output.(appendOut)
 			next := append(slices.Clip(log), in.value)
+			if out.absent {
+				return []any{log}
+			}
 			if !out.known {
 				return []any{log, next}
 			}
@@ -58,6 +62,9 @@ var logModel = porcupine.NondeterministicModel{
 		switch in := input.(type) {
 		case appendIn:
 			o := output.(appendOut)
+			if o.absent {
+				return fmt.Sprintf("append(%s) -> not committed", in.value)
+			}
 			if !o.known {
 				return fmt.Sprintf("append(%s) -> unknown", in.value)
 			}
@@ -186,6 +193,7 @@ func runLinearizability(t *testing.T, seed uint64) {
 	}
 
 	var wg sync.WaitGroup
+	var absentCount atomic.Int64
 	const clients, perClient = 4, 12
 	for c := range clients {
 		wg.Go(func() {
@@ -209,8 +217,12 @@ func runLinearizability(t *testing.T, seed uint64) {
 					}
 					seq, werr := d.Wait(ctx)
 					ret := now()
+					absent := errors.Is(werr, ErrNotCommitted)
 					record(porcupine.Operation{ClientId: c, Input: appendIn{value}, Call: call,
-						Output: appendOut{known: werr == nil, seq: seq}, Return: ret}, werr != nil)
+						Output: appendOut{known: werr == nil, absent: absent, seq: seq}, Return: ret}, werr != nil && !absent)
+					if absent {
+						absentCount.Add(1)
+					}
 					break
 				}
 			}
@@ -256,5 +268,6 @@ func runLinearizability(t *testing.T, seed uint64) {
 	if res != porcupine.Ok {
 		t.Fatalf("linearizability check inconclusive: %v", res)
 	}
-	t.Logf("%d ops (%d unknown), %d records in log, %d producers", len(history), len(unknownIdx), len(vals), producers)
+	t.Logf("%d ops (%d unknown, %d proven not committed), %d records in log, %d producers",
+		len(history), len(unknownIdx), absentCount.Load(), len(vals), producers)
 }

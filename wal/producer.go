@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,7 +65,8 @@ type ProducerConfig struct {
 	// SegmentMaxBytes caps the size of a single segment object. When a flush
 	// drains more than this, it rotates into multiple segments (whole Append
 	// groups are kept intact; an oversized group gets its own segment). Zero
-	// means one segment per flush (no rotation).
+	// means one segment per flush (no rotation), up to the 1 GiB frame-block
+	// limit of the segment format.
 	SegmentMaxBytes int
 	// ManifestAppendBatchSize caps how many segment entries are coalesced into
 	// one manifest CAS. Zero coalesces all of a flush's segments (plus any
@@ -209,9 +211,11 @@ type Placement struct {
 // manifest (or failed permanently).
 //
 // A nil error from Wait means the records are committed: ordered, durable and
-// visible to replicas. An error means the outcome is UNKNOWN, never "not
-// durable": the records may or may not be in the log, and they are never in
-// it twice.
+// visible to replicas. An error wrapping ErrNotCommitted proves they are not in
+// the log (no manifest write carrying them can have landed), so resubmitting
+// them to a new producer cannot duplicate them. Any other error means the
+// outcome is UNKNOWN: the records may or may not be in the log, and they are
+// never in it twice.
 type Durability struct {
 	done      chan struct{}
 	n         int
@@ -356,7 +360,8 @@ type Producer struct {
 
 // NewProducer constructs a producer and claims the log by bumping the manifest
 // epoch. A successful return means this node owns the log at its claimed
-// epoch. ctx bounds only the claim; the producer runs until Close.
+// epoch. ctx bounds only the claim; the producer runs until Close, which
+// also releases its goroutines (always call it, even after a halt).
 func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerConfig) (*Producer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -463,6 +468,10 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 	size := 0
 	for _, r := range records {
 		size += len(r)
+	}
+	if framed := size + frameHeaderSize*len(records); framed > maxFramesLen {
+		// Refused up front: an unencodable group would halt the producer.
+		return nil, fmt.Errorf("nereus/wal: Append of %d framed bytes exceeds the %d-byte segment limit", framed, maxFramesLen)
 	}
 	blocked := false
 	for {
@@ -577,7 +586,13 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.cancel()
 	cause := p.haltedErr()
 	p.halt(ErrHalted)
-	if cause != nil && cause != ErrHalted {
+	if cause == ErrHalted {
+		cause = nil
+	}
+	if ctxErr != nil && cause != nil {
+		return errors.Join(ctxErr, cause) // the abort itself halts the producer
+	}
+	if cause != nil {
 		return cause
 	}
 	return ctxErr
@@ -637,9 +652,13 @@ func (p *Producer) seal(batch []*appendGroup) {
 	p.flushSeq++
 	var segs []*pipeSegment
 	var cur *pipeSegment
+	limit := maxFramesLen // a segment's frame block never exceeds it
+	if p.cfg.SegmentMaxBytes > 0 {
+		limit = min(limit, p.cfg.SegmentMaxBytes)
+	}
 	for _, g := range batch {
 		size := g.bytes + frameHeaderSize*len(g.records)
-		if cur == nil || (p.cfg.SegmentMaxBytes > 0 && cur.frameBytes+size > p.cfg.SegmentMaxBytes) {
+		if cur == nil || cur.frameBytes+size > limit {
 			cur = &pipeSegment{flushID: flushID, uploaded: make(chan struct{})}
 			segs = append(segs, cur)
 		}
@@ -778,14 +797,14 @@ func (p *Producer) commitLoop() {
 		head := look[0]
 		<-head.uploaded
 		if err := p.haltedErr(); err != nil {
-			p.fail(head, err)
-			look = look[1:]
+			p.fail(head, notCommitted(err)) // never offered to the manifest
+			look[0], look = nil, look[1:]
 			continue
 		}
 		if head.uploadErr != nil {
 			p.halt(head.uploadErr)
-			p.fail(head, head.uploadErr)
-			look = look[1:]
+			p.fail(head, notCommitted(head.uploadErr))
+			look[0], look = nil, look[1:]
 			continue
 		}
 		limit := p.cfg.ManifestAppendBatchSize
@@ -812,7 +831,8 @@ func (p *Producer) commitLoop() {
 			}
 			n++
 		}
-		batch := look[:n]
+		batch := slices.Clone(look[:n])
+		clear(look[:n]) // drop references so committed records can be freed
 		look = look[n:]
 		p.commitBatch(batch)
 	}
@@ -821,9 +841,13 @@ func (p *Producer) commitLoop() {
 // commitBatch commits batch in one CAS and resolves its Appends.
 func (p *Producer) commitBatch(batch []*pipeSegment) {
 	start := time.Now()
-	seqs, after, err := p.commitEntries(batch)
+	seqs, after, unknown, err := p.commitEntries(batch)
 	if err != nil {
 		p.halt(err)
+		if !unknown {
+			// Every CAS attempt for this batch definitely did not apply.
+			err = notCommitted(err)
+		}
 		for _, s := range batch {
 			p.fail(s, err)
 		}
@@ -890,13 +914,13 @@ func (p *Producer) fail(s *pipeSegment, err error) {
 // The CAS always targets a version observed at our epoch (written by us or
 // loaded and epoch-checked), so a successful CAS proves the epoch is still
 // ours; the in-memory epoch is asserted once more right before each write.
-func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after error, err error) {
+func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after error, unknown bool, err error) {
 	var total uint64
 	for _, s := range batch {
 		total += uint64(s.records)
 	}
 	base := p.m.NextSequence()
-	unknown, reload := false, false
+	reload := false
 	conflicts, transient := 0, 0
 	bo := newBackoff(p.cfg.ManifestInitialBackoff)
 	cbo := newBackoff(p.cfg.ManifestInitialBackoff)
@@ -916,42 +940,42 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 			m, ver, ok, lerr := p.store.Load(p.ctx)
 			if lerr != nil {
 				if errors.Is(lerr, ErrCorrupt) || p.ctx.Err() != nil {
-					return nil, nil, lerr
+					return nil, nil, unknown, lerr
 				}
 				p.log.Warn("manifest reload failed, retrying", "err", lerr)
 				if rerr := retry(lerr); rerr != nil {
-					return nil, nil, rerr
+					return nil, nil, unknown, rerr
 				}
 				continue
 			}
 			if !ok {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest %s disappeared while the producer held epoch %d", p.cfg.ManifestPath, p.epoch)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest %s disappeared while the producer held epoch %d", p.cfg.ManifestPath, p.epoch)
 			}
 			if unknown {
 				landed, s, rerr := p.landed(m, batch, base, total)
 				if rerr != nil {
-					return nil, nil, rerr
+					return nil, nil, unknown, rerr
 				}
 				if landed {
 					p.met.commitUnknown.Add(context.Background(), 1)
 					p.log.Info("earlier commit attempt with unknown outcome had landed", "segments", len(batch))
 					if m.Epoch() != p.epoch {
 						p.met.fenced.Add(context.Background(), 1)
-						return s, p.fencedErr(m.Epoch()), nil
+						return s, p.fencedErr(m.Epoch()), unknown, nil
 					}
 					p.m, p.ver = m, *ver
-					return s, nil, nil
+					return s, nil, unknown, nil
 				}
 			}
 			if m.Epoch() != p.epoch {
 				if m.Epoch() < p.epoch {
-					return nil, nil, fmt.Errorf("nereus/wal: manifest epoch went backwards: %d < claimed %d", m.Epoch(), p.epoch)
+					return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest epoch went backwards: %d < claimed %d", m.Epoch(), p.epoch)
 				}
 				p.met.fenced.Add(context.Background(), 1)
-				return nil, nil, p.fencedErr(m.Epoch())
+				return nil, nil, unknown, p.fencedErr(m.Epoch())
 			}
 			if m.NextSequence() != base {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest next sequence %d at our epoch %d, expected %d: another writer appended", m.NextSequence(), p.epoch, base)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest next sequence %d at our epoch %d, expected %d: another writer appended", m.NextSequence(), p.epoch, base)
 			}
 			p.m, p.ver = m, *ver
 			reload = false
@@ -961,17 +985,17 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 		for i, s := range batch {
 			seq, aerr := work.Append(s.location, s.metas, s.records)
 			if aerr != nil {
-				return nil, nil, aerr // encoding limit: not retryable
+				return nil, nil, unknown, aerr // encoding limit: not retryable
 			}
 			seqs[i] = seq
 		}
 		if work.Epoch() != p.epoch {
-			return nil, nil, fmt.Errorf("nereus/wal: epoch invariant violated: manifest %d, producer %d", work.Epoch(), p.epoch)
+			return nil, nil, unknown, fmt.Errorf("nereus/wal: epoch invariant violated: manifest %d, producer %d", work.Epoch(), p.epoch)
 		}
 		newVer, perr := p.store.put(p.ctx, work, &p.ver)
 		if perr == nil {
 			p.m, p.ver = work, newVer
-			return seqs, nil, nil
+			return seqs, nil, unknown, nil
 		}
 		reload = true
 		switch objectstore.Classify(perr) {
@@ -979,33 +1003,41 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 			conflicts++
 			p.met.commitConflicts.Add(context.Background(), 1)
 			if conflicts >= p.cfg.MaxCommitConflicts {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit lost %d CAS races: %w", conflicts, perr)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit lost %d CAS races: %w", conflicts, perr)
 			}
 			p.log.Info("manifest changed under the producer, re-planning", "conflicts", conflicts)
 			if conflicts > 1 {
 				if serr := cbo.sleep(p.ctx); serr != nil {
-					return nil, nil, serr
+					return nil, nil, unknown, serr
 				}
 			}
 		case objectstore.NotApplied:
 			if !errors.Is(perr, objectstore.ErrConflict) {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit refused: %w", perr)
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit refused: %w", perr)
 			}
 			p.log.Warn("manifest commit conflicted (409), retrying", "err", perr)
 			if rerr := retry(perr); rerr != nil {
-				return nil, nil, rerr
+				return nil, nil, unknown, rerr
 			}
 		default:
-			if p.ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("nereus/wal: manifest commit aborted with unknown outcome: %w", perr)
-			}
 			unknown = true
+			if p.ctx.Err() != nil {
+				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest commit aborted with unknown outcome: %w", perr)
+			}
 			p.log.Warn("manifest commit outcome unknown, will verify before retrying", "err", perr)
 			if rerr := retry(perr); rerr != nil {
-				return nil, nil, rerr
+				return nil, nil, unknown, rerr
 			}
 		}
 	}
+}
+
+// notCommitted marks err as proof that the records are not in the log.
+func notCommitted(err error) error {
+	if errors.Is(err, ErrNotCommitted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotCommitted, err)
 }
 
 func (p *Producer) fencedErr(newEpoch uint64) error {

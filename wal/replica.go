@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
@@ -53,8 +54,10 @@ type ReplicaConfig struct {
 	// ReplicaID, if set, publishes this replica's next-to-apply cursor to the
 	// object store at "<ManifestPath>.cursors/<ReplicaID>" (before the first
 	// apply, then at most once per CursorPublishInterval), so a GC never
-	// truncates or deletes records this replica still needs. Must not
-	// contain '/'. Empty: the replica is invisible to GC.
+	// truncates or deletes records this replica still needs. Only cursors
+	// already persisted by Cursor are published; without a Cursor the
+	// in-memory cursor is, so such a replica must re-bootstrap after a
+	// restart. Must not contain '/'. Empty: the replica is invisible to GC.
 	ReplicaID string
 	// CursorPublishInterval bounds how often the published cursor is
 	// rewritten (default 1s). A stale published cursor is safe: it only makes
@@ -114,11 +117,12 @@ type Replica struct {
 	log    *slog.Logger
 	met    *replicaMetrics
 
-	next         uint64
+	next         atomic.Uint64 // written only by the polling goroutine; Next may read it anytime
 	restored     bool
 	published    bool
 	publishedAt  time.Time
 	publishedVal uint64
+	durable      uint64 // highest cursor known persisted (next itself without a CursorStore)
 }
 
 // NewReplica constructs a replica positioned at cfg.StartAt (or at its
@@ -133,8 +137,8 @@ func NewReplica(os objectstore.ObjectStore, apply Applier, cfg ReplicaConfig) *R
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "wal.replica", "manifest", cfg.ManifestPath),
 		met:   newReplicaMetrics(cfg.Meter),
-		next:  cfg.StartAt,
 	}
+	r.next.Store(cfg.StartAt)
 	if err != nil {
 		r.cfgErr = fmt.Errorf("%w: %w", errReplicaConfig, err)
 	}
@@ -142,8 +146,8 @@ func NewReplica(os objectstore.ObjectStore, apply Applier, cfg ReplicaConfig) *R
 }
 
 // Next returns the next sequence the replica expects to apply (one past the
-// highest applied record).
-func (r *Replica) Next() uint64 { return r.next }
+// highest applied record). It is safe to call while Poll or Run is running.
+func (r *Replica) Next() uint64 { return r.next.Load() }
 
 // Poll runs one tail pass: it loads the manifest, fetches and applies every
 // record with sequence >= cursor in order, and advances the cursor (per
@@ -186,10 +190,10 @@ func (r *Replica) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTruncated) || errors.Is(err, errReplicaConfig):
-			r.log.Error("replication stopped", "next", r.next, "err", err)
+			r.log.Error("replication stopped", "next", r.next.Load(), "err", err)
 			return err
 		default:
-			r.log.Warn("poll failed, retrying", "next", r.next, "err", err)
+			r.log.Warn("poll failed, retrying", "next", r.next.Load(), "err", err)
 			if serr := bo.sleep(ctx); serr != nil {
 				return serr
 			}
@@ -240,10 +244,11 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 				return 0, false, fmt.Errorf("nereus/wal: load cursor: %w", err)
 			}
 			if ok {
-				r.next = next
+				r.next.Store(next)
 			}
 		}
 		r.restored = true
+		r.durable = r.next.Load()
 	}
 	if !r.published {
 		// Register before reading anything, so a collector that runs from
@@ -252,15 +257,25 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 			return 0, false, err
 		}
 	}
+	defer func() {
+		if r.cfg.Cursor == nil {
+			r.durable = r.next.Load()
+		}
+		if r.durable != r.publishedVal && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval && ctx.Err() == nil {
+			if perr := r.publish(ctx); perr != nil {
+				r.log.Warn("publishing cursor failed", "next", r.next.Load(), "err", perr)
+			}
+		}
+	}()
 	m, _, ok, err := r.store.Load(ctx)
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	if first := m.firstLive(); first > r.next {
+	if first := m.firstLive(); first > r.next.Load() {
 		return 0, false, fmt.Errorf("%w: replica needs sequence %d, first live sequence is %d (snapshot %q through %d)",
-			ErrTruncated, r.next, first, m.Snapshot().Location, m.Snapshot().ThroughSeq)
+			ErrTruncated, r.next.Load(), first, m.Snapshot().Location, m.Snapshot().ThroughSeq)
 	}
-	entries, _ := m.EntriesContaining(r.next)
+	entries, _ := m.EntriesContaining(r.next.Load())
 	if len(entries) == 0 {
 		return 0, false, nil
 	}
@@ -300,20 +315,16 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		if r.cfg.Cursor == nil || sinceSave == 0 {
 			return nil
 		}
-		if err := r.cfg.Cursor.Save(ctx, r.next); err != nil {
-			return fmt.Errorf("nereus/wal: persist cursor at next %d: %w", r.next, err)
+		if err := r.cfg.Cursor.Save(ctx, r.next.Load()); err != nil {
+			return fmt.Errorf("nereus/wal: persist cursor at next %d: %w", r.next.Load(), err)
 		}
 		sinceSave = 0
+		r.durable = r.next.Load()
 		return nil
 	}
 	defer func() {
 		if serr := save(); err == nil {
 			err = serr
-		}
-		if applied > 0 && time.Since(r.publishedAt) >= r.cfg.CursorPublishInterval {
-			if perr := r.publish(ctx); perr != nil {
-				r.log.Warn("publishing cursor failed", "next", r.next, "err", perr)
-			}
 		}
 	}()
 	for rc := range order {
@@ -324,8 +335,8 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		}
 		e := f.entry
 		var skip uint64
-		if e.Count != 0 && r.next > e.Sequence {
-			skip = r.next - e.Sequence // StartAt (or a resumed cursor) mid-segment
+		if e.Count != 0 && r.next.Load() > e.Sequence {
+			skip = r.next.Load() - e.Sequence // StartAt (or a resumed cursor) mid-segment
 		}
 		mi := 0
 		for i, data := range f.recs {
@@ -349,7 +360,7 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 		}
 		r.met.records.Add(context.Background(), int64(len(f.recs))-int64(skip))
 		r.met.segments.Add(context.Background(), 1)
-		r.next = e.End()
+		r.next.Store(e.End())
 		sinceSave++
 		if sinceSave >= r.cfg.CursorSaveInterval {
 			if err := save(); err != nil {
@@ -363,21 +374,28 @@ func (r *Replica) poll(ctx context.Context) (applied int, more bool, err error) 
 	return applied, false, nil
 }
 
-// publish writes the replica's cursor for collectors. Failures after the
-// first successful publish are harmless (a stale cursor keeps more).
+// publish writes the replica's cursor for collectors. It publishes the last
+// cursor known to be persisted, never one ahead of it: a replica restarting
+// from its persisted cursor must still find those records. Failures after
+// the first successful publish are harmless (a stale cursor keeps more).
 func (r *Replica) publish(ctx context.Context) error {
 	if r.cfg.ReplicaID == "" {
 		r.published = true
 		return nil
 	}
-	if r.published && r.publishedVal == r.next {
+	if r.published && r.publishedVal == r.durable {
 		r.publishedAt = time.Now()
 		return nil
 	}
 	key := cursorPrefix(r.cfg.ManifestPath) + r.cfg.ReplicaID
-	if _, err := r.os.Put(ctx, key, encodePublishedCursor(r.next), objectstore.PutOptions{Mode: objectstore.PutOverwrite}); err != nil {
+	if _, err := r.os.Put(ctx, key, encodePublishedCursor(r.durable), objectstore.PutOptions{Mode: objectstore.PutOverwrite}); err != nil {
 		return fmt.Errorf("nereus/wal: publish cursor %s: %w", key, err)
 	}
-	r.published, r.publishedAt, r.publishedVal = true, time.Now(), r.next
+	if r.published {
+		r.publishedAt = time.Now()
+	}
+	// The registration publish does not start the rate limit: the first pass
+	// that applies anything publishes its progress at once.
+	r.published, r.publishedVal = true, r.durable
 	return nil
 }

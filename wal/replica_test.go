@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/memstore"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // produceSegments writes n Appends, each committed before the next, so each
@@ -342,5 +345,41 @@ func TestFileCursorStore(t *testing.T) {
 	}
 	if _, _, err := fc.Load(testCtx(t)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("short file: %v", err)
+	}
+}
+
+func TestHealthyReplicaIsSilentAndMetered(t *testing.T) {
+	store := memstore.New()
+	produceSegments(t, store, 3, 2)
+	var logBuf syncBuffer
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	r := NewReplica(store, &collector{}, ReplicaConfig{
+		ManifestPath: testManifest,
+		Logger:       slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Meter:        provider.Meter("test"),
+	})
+	if n, err := r.Poll(testCtx(t)); err != nil || n != 6 {
+		t.Fatalf("poll %d %v", n, err)
+	}
+	if s := logBuf.String(); s != "" {
+		t.Fatalf("healthy replica logged: %s", s)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(testCtx(t), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var applied int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "nereus.wal.replica.records_applied" {
+				for _, dp := range sum.DataPoints {
+					applied += dp.Value
+				}
+			}
+		}
+	}
+	if applied != 6 {
+		t.Fatalf("records_applied metric %d", applied)
 	}
 }
