@@ -331,3 +331,36 @@ func decodeSegment(data []byte) ([][]byte, segmentFooter, error) {
 	}
 	return recs, f, nil
 }
+
+// FrameSpan is the byte range [Offset, Offset+Length) of one whole v2 frame
+// (header and payload) inside a segment object.
+type FrameSpan struct{ Offset, Length int64 }
+
+// SegmentFrames verifies a whole uncompressed v2 segment object (footer
+// digest and every frame's CRC32C) and returns its record payloads together
+// with the byte span of each frame, so a scanner can rebuild Placements
+// without the manifest. Compressed and legacy segments have no frame spans
+// and report ok=false without an error.
+func SegmentFrames(data []byte) (records [][]byte, spans []FrameSpan, ok bool, err error) {
+	f, err := verifySegment(data)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if f.format != formatNereus2 || f.comp != CompressionNone {
+		return nil, nil, false, nil
+	}
+	records, err = DecodeFrames(f.block)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(records) != int(f.count) {
+		return nil, nil, false, corruptf("segment holds %d frames, footer says %d", len(records), f.count)
+	}
+	spans = make([]FrameSpan, len(records))
+	var off int64
+	for i, r := range records {
+		spans[i] = FrameSpan{Offset: off, Length: int64(frameHeaderSize + len(r))}
+		off += spans[i].Length
+	}
+	return records, spans, true, nil
+}

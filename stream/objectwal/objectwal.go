@@ -69,6 +69,9 @@ type Config struct {
 	// its size — the runs still unsettled or not yet truncated — is the cost
 	// of each flush; truncating often keeps it to a few rounds' worth.
 	TruncateInterval time.Duration
+	// ScanPrefix is where ScanRuns looks for segments of every writer
+	// (default: the parent of Prefix, e.g. "wal/").
+	ScanPrefix string
 	// Logger receives lifecycle events (default: warnings to stderr).
 	Logger *slog.Logger
 }

@@ -103,3 +103,12 @@ type Provider interface {
 	// Close stops the provider; pending writes fail.
 	Close(ctx context.Context) error
 }
+
+// Scanner is implemented by providers whose stored bytes describe the runs
+// they hold (identity and offsets), so the core can rebuild its offset index
+// from them if index entries are lost. ScanRuns calls fn for every run it
+// finds, committed or not — deciding which ones are committed is the core's
+// job. Entry payloads passed to fn are only valid during the call.
+type Scanner interface {
+	ScanRuns(ctx context.Context, fn func(run Run, target Target) error) error
+}
