@@ -29,8 +29,8 @@ type Health struct {
 	// (the in-memory fake of tests).
 	ObjectStore *StorageBackend `json:"objectStore,omitempty"`
 	Metadata    *StorageBackend `json:"metadata,omitempty"`
-	NodeID  string `json:"nodeId"`
-	Version string `json:"version"`
+	NodeID      string          `json:"nodeId"`
+	Version     string          `json:"version"`
 	// Listeners maps a listener name ("http", "kafka", "pulsar") to the
 	// address it is bound to.
 	Listeners map[string]string `json:"listeners"`

@@ -268,7 +268,8 @@ func openEtcd(ctx context.Context, spec metadataSpec, timeout time.Duration, log
 	if _, err := s.Get(pctx, "nereus-probe"); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
 		_ = s.Close()
 		if pctx.Err() != nil {
-			return nil, fmt.Errorf("metadata %s: etcd did not answer within %v (backend-timeout): %v", where, timeout, err)
+			// The client's error says no more than the deadline did.
+			return nil, fmt.Errorf("metadata %s: etcd did not answer within %v (backend-timeout): is it running and reachable?", where, timeout)
 		}
 		return nil, fmt.Errorf("metadata %s: etcd read failed: %v", where, err)
 	}
