@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +70,11 @@ func TestServeOnS3AndEtcdSurvivesKill9(t *testing.T) {
 	wantMeta := adminapi.StorageBackend{Kind: "etcd", Location: "etcd://" + etcdEndpoint + etcdPrefix}
 	if !h.Durable || h.ObjectStore == nil || *h.ObjectStore != wantObj || h.Metadata == nil || *h.Metadata != wantMeta {
 		t.Fatalf("/healthz: %+v (objectStore %+v, metadata %+v); want durable on %+v and %+v", h, h.ObjectStore, h.Metadata, wantObj, wantMeta)
+	}
+
+	metrics := fetch(t, srv.URL()+"/metrics")
+	if want := `nereus_storage_backend_info{metadata="etcd",object_store="s3"} 1`; !strings.Contains(metrics, want) {
+		t.Fatalf("/metrics lacks %s", want)
 	}
 
 	c := srv.Client()
@@ -214,4 +221,24 @@ func TestServeBackendStartupErrors(t *testing.T) {
 			t.Logf("exit %d: %s", exit.ExitCode(), errLines[0])
 		})
 	}
+}
+
+func fetch(t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(body)
 }
