@@ -26,6 +26,10 @@ type Config struct {
 	// KafkaAddr is the Kafka listener address (default "127.0.0.1:9092");
 	// empty disables the Kafka front end.
 	KafkaAddr string
+	// KafkaAdvertisedAddr is the host:port Kafka clients are told to dial
+	// (Metadata, FindCoordinator). Default: the bound Kafka listener
+	// address.
+	KafkaAdvertisedAddr string
 	// PulsarAddr is the Pulsar binary-protocol listener address (default
 	// "127.0.0.1:6650"); empty disables the Pulsar front end.
 	PulsarAddr string
@@ -180,6 +184,7 @@ var settings = []setting{
 	mk("data-dir", "directory for durable data", func(c *Config) *string { return &c.DataDir }),
 	mk("http-addr", "admin HTTP address (/healthz, /metrics, REST API)", func(c *Config) *string { return &c.HTTPAddr }),
 	mk("kafka-addr", "Kafka listener address (empty disables)", func(c *Config) *string { return &c.KafkaAddr }),
+	mk("kafka-advertised-addr", "host:port Kafka clients are told to connect to (default: the Kafka listener address)", func(c *Config) *string { return &c.KafkaAdvertisedAddr }),
 	mk("pulsar-addr", "Pulsar listener address (empty disables)", func(c *Config) *string { return &c.PulsarAddr }),
 	mk("bookkeeper-zk", "ZooKeeper connect string of the BookKeeper cluster (empty disables BookKeeper profiles)", func(c *Config) *string { return &c.BookKeeperZK }),
 	mk("bookkeeper-root", "BookKeeper ledger root path in ZooKeeper", func(c *Config) *string { return &c.BookKeeperRoot }),

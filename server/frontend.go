@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/kafka"
+	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
+	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -35,6 +40,10 @@ type HTTPFrontend interface {
 // Deps is what a front end gets from the server.
 type Deps struct {
 	Storage stream.Storage
+	// Metadata is the metadata store the storage commits through. Front
+	// ends keep protocol state (topics, offsets, cursors) in it under their
+	// own key prefix ("kafka/", "pulsar/"), never touching stream records.
+	Metadata metadata.Store
 	// NodeID is this broker's stable identity (persisted in the data dir).
 	// Use it as stream.SessionOptions.WriterID so every front end in the
 	// process shares one owner per stream and a restarted process is
@@ -65,13 +74,52 @@ type FrontendSpec struct {
 // DefaultFrontends returns the front ends `nereus serve` hosts for cfg.
 //
 // This is the one place protocol front ends are wired in. Each entry binds
-// its configured address; an empty address disables it. For example:
-//
-//	{Name: "kafka", Addr: cfg.KafkaAddr, New: func(d Deps) (Frontend, error) {
-//		return kafka.NewServer(kafka.Config{Storage: d.Storage, ...})
-//	}},
-//	{Name: "pulsar", Addr: cfg.PulsarAddr, HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"},
-//		New: func(d Deps) (Frontend, error) { return pulsar.NewServer(...) }},
+// its configured address; an empty address disables it.
 func DefaultFrontends(cfg Config) []FrontendSpec {
-	return nil
+	return []FrontendSpec{
+		{Name: "kafka", Addr: cfg.KafkaAddr, New: newKafkaFrontend},
+	}
+}
+
+func newKafkaFrontend(d Deps) (Frontend, error) {
+	host, port, err := advertised(d.Config.KafkaAdvertisedAddr, d.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("kafka advertised address: %w", err)
+	}
+	m := kafkaprom.New()
+	srv, err := kafka.NewServer(kafka.Config{
+		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
+		AdvertisedHost: host, AdvertisedPort: int32(port), RequestHook: m.RequestHook,
+	}, d.Storage, d.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	m.Attach(srv)
+	if d.Registerer != nil {
+		if err := d.Registerer.Register(m); err != nil {
+			d.Logger.Warn("kafka metrics not registered", "err", err)
+		}
+	}
+	return srv, nil
+}
+
+// advertised picks the address to tell clients: the configured one, else
+// the bound listener's.
+func advertised(configured string, bound net.Addr) (string, int, error) {
+	addr := configured
+	if addr == "" {
+		addr = bound.String()
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return "", 0, fmt.Errorf("%q is not an address clients can dial; set an advertised address", addr)
+	}
+	return host, port, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -105,6 +106,10 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	if o.storage != nil {
 		s.storage = *o.storage
+		if s.storage.Metadata == nil {
+			// Injected storage (tests): protocol state lives in memory too.
+			s.storage.Metadata = memstore.New()
+		}
 	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
@@ -116,8 +121,8 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if s.storage.Durable {
 		s.metrics.durable.Set(1)
 	}
-	if s.storage.ObjectStore != nil && s.storage.Metadata != nil {
-		s.metrics.backends.WithLabelValues(s.storage.ObjectStore.Kind, s.storage.Metadata.Kind).Set(1)
+	if s.storage.ObjectStoreInfo != nil && s.storage.MetadataInfo != nil {
+		s.metrics.backends.WithLabelValues(s.storage.ObjectStoreInfo.Kind, s.storage.MetadataInfo.Kind).Set(1)
 	}
 	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain,
 		sessions: map[stream.ID]stream.Session{}}
@@ -138,7 +143,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		if err != nil {
 			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
 		}
-		fe, err := spec.New(Deps{Storage: s.storage, NodeID: nodeID, Config: cfg,
+		fe, err := spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr()})
 		if err != nil {
 			l.Close()
@@ -255,7 +260,7 @@ func (s *Server) writeAddrFile(path string) error {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := adminapi.Health{Status: "ok", Durable: s.storage.Durable, Backend: s.storage.Backend, NodeID: s.nodeID,
 		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt,
-		ObjectStore: s.storage.ObjectStore, Metadata: s.storage.Metadata}
+		ObjectStore: s.storage.ObjectStoreInfo, Metadata: s.storage.MetadataInfo}
 	status := http.StatusOK
 	if s.draining.Load() {
 		h.Status, status = "draining", http.StatusServiceUnavailable

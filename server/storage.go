@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
@@ -21,13 +22,17 @@ import (
 type openedStorage struct {
 	stream.Storage
 	io.Closer
+	// Metadata is the store the core commits through; front ends keep their
+	// own protocol state in it under their own key namespaces.
+	Metadata metadata.Store
 	// Backend names the implementation ("memory", "core").
 	Backend string
 	// Durable is false when acknowledged appends do not survive the process.
 	Durable bool
-	// ObjectStore and Metadata describe the stores under the core (nil
-	// when the storage was handed in, not built by openStorage).
-	ObjectStore, Metadata *adminapi.StorageBackend
+	// ObjectStoreInfo and MetadataInfo describe the stores under the core
+	// for /healthz (nil when the storage was handed in, not built by
+	// openStorage).
+	ObjectStoreInfo, MetadataInfo *adminapi.StorageBackend
 }
 
 // openStorage is the ONE place the process constructs its stream storage:
@@ -111,8 +116,8 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		}
 		return errors.Join(errs...)
 	})
-	return openedStorage{Storage: core, Closer: closer, Backend: "core", Durable: true,
-		ObjectStore: &objInfo, Metadata: &metaInfo}, nil
+	return openedStorage{Storage: core, Closer: closer, Metadata: meta, Backend: "core", Durable: true,
+		ObjectStoreInfo: &objInfo, MetadataInfo: &metaInfo}, nil
 }
 
 type closerFunc func() error

@@ -342,3 +342,30 @@ func TestTrimSealDeleteAndLongPoll(t *testing.T) {
 		t.Fatalf("re-create %+v %v", again, err)
 	}
 }
+
+func TestReleaseLetsAnotherWriterIn(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c1, c2 := e.open(t, "b1"), e.open(t, "b2")
+	info, _ := c1.Create(ctx, "r", stream.CreateOptions{})
+	s1, err := c1.AcquireSession(ctx, info.ID, stream.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c1.Append(ctx, s1, stream.AppendRequest{Entries: []stream.Entry{entry("a")}, ExpectedStart: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.ReleaseSession(ctx, s1); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c2.AcquireSession(ctx, info.ID, stream.SessionOptions{})
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if s2.Epoch <= s1.Epoch {
+		t.Fatalf("epoch %d -> %d", s1.Epoch, s2.Epoch)
+	}
+	if r, err := c2.Append(ctx, s2, stream.AppendRequest{Entries: []stream.Entry{entry("b")}, ExpectedStart: 1}); err != nil || r.Start != 1 {
+		t.Fatalf("append after takeover: %+v %v", r, err)
+	}
+}

@@ -136,10 +136,13 @@ func (c *Core) ReleaseSession(ctx context.Context, s Session) error {
 		if h.Session.Token != s.Token {
 			return false, ErrFenced
 		}
-		if h.Session.ExpiresMs == 0 {
+		if h.Session.Writer == "" {
 			return false, nil
 		}
+		// A released session names no writer: anyone may acquire next,
+		// and the epoch still only grows.
 		h.Session.ExpiresMs = 0
+		h.Session.Writer = ""
 		return true, nil
 	})
 	o.fail(fmt.Errorf("%w: session released", ErrFenced))

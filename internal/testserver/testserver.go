@@ -72,6 +72,14 @@ func wantRace() bool {
 // in this test binary.
 func Binary(tb testing.TB) string {
 	tb.Helper()
+	path, err := buildBinary()
+	if err != nil {
+		tb.Fatalf("testserver: building nereus: %v", err)
+	}
+	return path
+}
+
+func buildBinary() (string, error) {
 	buildOnce.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
@@ -113,10 +121,63 @@ func Binary(tb testing.TB) string {
 			buildErr = err
 		}
 	})
-	if buildErr != nil {
-		tb.Fatalf("testserver: building nereus: %v", buildErr)
+	return buildPath, buildErr
+}
+
+// Launch starts a server outside any test, for a TestMain that shares one
+// server across a package. Errors are returned instead of failing a test;
+// the caller must Close it. Methods that would fail a test (Stop, Kill,
+// Restart, Health, Client) panic on error for a launched server, so tests
+// should only use its addresses.
+func Launch(opts Options) (*Server, error) {
+	bin, err := buildBinary()
+	if err != nil {
+		return nil, err
 	}
-	return buildPath
+	tmp, err := os.MkdirTemp("", "nereus-testserver-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, opts: opts, dataDir: opts.DataDir, tmpDir: tmp}
+	if s.dataDir == "" {
+		s.dataDir = filepath.Join(tmp, "data")
+	}
+	s.logPath = filepath.Join(tmp, "nereus.log")
+	s.httpAddr, s.kafkaAddr, s.pulsarAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	if opts.DisableKafka {
+		s.kafkaAddr = ""
+	}
+	if opts.DisablePulsar {
+		s.pulsarAddr = ""
+	}
+	if err := s.start(); err != nil {
+		tail := s.LogTail(60)
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("%v\n%s", err, tail)
+	}
+	return s, nil
+}
+
+// Close kills a launched server (if it runs) and removes its temporary
+// files; with keepOnFailure it leaves them and returns the log path.
+func (s *Server) Close() {
+	if s.Running() {
+		_ = s.signalAndWait(syscall.SIGKILL, stopTimeout)
+	}
+	if s.tmpDir != "" {
+		os.RemoveAll(s.tmpDir)
+	}
+}
+
+// fatalf fails the owning test, or panics for a launched server.
+func (s *Server) fatalf(format string, args ...any) {
+	if s.tb == nil {
+		panic(fmt.Sprintf(format, args...))
+	}
+	if s.tb != nil {
+		s.tb.Helper()
+	}
+	s.fatalf(format, args...)
 }
 
 // Options configures Start.
@@ -134,7 +195,8 @@ type Options struct {
 
 // Server is a running (or stopped) `nereus serve` process.
 type Server struct {
-	tb      testing.TB
+	tb      testing.TB // nil for a Launched server
+	tmpDir  string     // owned temp dir of a Launched server
 	bin     string
 	opts    Options
 	dataDir string
@@ -212,19 +274,21 @@ func (s *Server) LogPath() string { return s.logPath }
 func (s *Server) Client() *adminapi.Client {
 	c, err := adminapi.NewClient(s.URL(), nil)
 	if err != nil {
-		s.tb.Fatalf("testserver: %v", err)
+		s.fatalf("testserver: %v", err)
 	}
 	return c
 }
 
 // Health returns the server's /healthz answer.
 func (s *Server) Health() adminapi.Health {
-	s.tb.Helper()
+	if s.tb != nil {
+		s.tb.Helper()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h, err := s.Client().Health(ctx)
 	if err != nil {
-		s.tb.Fatalf("testserver: /healthz: %v", err)
+		s.fatalf("testserver: /healthz: %v", err)
 	}
 	return h
 }
@@ -257,22 +321,28 @@ func (s *Server) Pid() int {
 // Stop sends SIGTERM and waits for a graceful exit; it fails the test if
 // the process does not exit in time or exits non-zero.
 func (s *Server) Stop() {
-	s.tb.Helper()
+	if s.tb != nil {
+		s.tb.Helper()
+	}
 	if err := s.signalAndWait(syscall.SIGTERM, stopTimeout); err != nil {
-		s.tb.Fatalf("testserver: stop: %v\n%s", err, s.LogTail(40))
+		s.fatalf("testserver: stop: %v\n%s", err, s.LogTail(40))
 	}
 }
 
 // Kill sends SIGKILL (a crash) and waits for the process to be gone.
 func (s *Server) Kill() {
-	s.tb.Helper()
+	if s.tb != nil {
+		s.tb.Helper()
+	}
 	_ = s.signalAndWait(syscall.SIGKILL, stopTimeout)
 }
 
 // Restart stops the server gracefully if it runs, then starts it again on
 // the same data dir and the same ports, and waits for /healthz.
 func (s *Server) Restart() {
-	s.tb.Helper()
+	if s.tb != nil {
+		s.tb.Helper()
+	}
 	if s.Running() {
 		s.Stop()
 	}
@@ -284,7 +354,7 @@ func (s *Server) Restart() {
 		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
-	s.tb.Fatalf("testserver: restart: %v\n%s", err, s.LogTail(60))
+	s.fatalf("testserver: restart: %v\n%s", err, s.LogTail(60))
 }
 
 // signalAndWait signals the running process and waits for it to exit.

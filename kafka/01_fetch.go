@@ -1,0 +1,232 @@
+package kafka
+
+// Fetch: v4-12
+//
+// Behavior:
+//   - Each partition returns whole stored batches starting with the batch
+//     that contains fetch_offset (clients skip the records before it), with
+//     baseOffset patched into each batch header while it is copied into the
+//     response (outside the CRC; no decode, no re-encode).
+//   - KIP-74: the first partition with data returns at least one batch even
+//     if it is larger than partition_max_bytes / max_bytes; later
+//     partitions stop at the remaining budget.
+//   - Long poll: when fewer than min_bytes are available the request waits
+//     up to max_wait_ms for a commit on any requested partition (stream
+//     Notify channels), then answers with whatever it has. Shutdown ends the
+//     wait early; a partition error (unknown partition, offset out of
+//     range, fenced epoch) answers at once, as Kafka does.
+//   - Fetch sessions (KIP-227) are refused: every response carries
+//     session_id 0, so clients keep sending full fetches; an incremental
+//     fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND. A full response
+//     holds exactly the requested partitions, in request order.
+//   - There are no transactions, so read_committed equals read_uncommitted:
+//     last_stable_offset = high_watermark, no aborted transactions.
+//   - current_leader_epoch (v9+) is checked against the partition's session
+//     epoch: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH.
+//   - Follower fetching (rack, preferred_read_replica) is not supported:
+//     preferred_read_replica is always -1.
+//
+// Version notes:
+//   - v4: isolation_level, last_stable_offset, aborted_transactions (librdkafka
+//     needs exactly v4 in range for MsgVer2).
+//   - v5: log_start_offset.
+//   - v7: fetch sessions (refused, see above).
+//   - v9: current_leader_epoch.
+//   - v10: zstd (librdkafka needs exactly v10 in range to enable zstd).
+//   - v11: rack_id, preferred_read_replica.
+//   - v12: flexible; last_fetched_epoch / diverging epoch (ignored: Nereus
+//     logs are never truncated, so no epoch diverges).
+//   - v13+ (topic ids) is not advertised; clients fall back to v12.
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+func init() { regKey(1, 4, 12, handleFetch) }
+
+type fetchPart struct {
+	req  *kmsg.FetchRequestTopicPartition
+	out  *kmsg.FetchResponseTopicPartition
+	part *kstore.Partition
+	err  error
+	// entries are the stored batches to send (unmodified; the writer
+	// patches their baseOffset on the way out) and size their byte total.
+	entries []stream.ReadEntry
+	size    int
+}
+
+func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
+	req := r.kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	s := r.s
+	resp.SessionID = 0
+	if req.Version >= 7 && req.SessionID > 0 && req.SessionEpoch > 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil, nil
+	}
+
+	var parts []fetchPart
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		ot := &resp.Topics[ti]
+		ot.Topic = rt.Topic
+		ot.TopicID = rt.TopicID
+		ot.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			op := &ot.Partitions[pi]
+			*op = kmsg.NewFetchResponseTopicPartition()
+			op.Partition = rp.Partition
+			_, p, err := s.store.Partition(r.ctx, rt.Topic, rp.Partition)
+			if err == nil && req.Version >= 9 && rp.CurrentLeaderEpoch >= 0 {
+				err = checkLeaderEpoch(r.ctx, s, p, rp.CurrentLeaderEpoch)
+			}
+			parts = append(parts, fetchPart{req: rp, out: op, part: p, err: err})
+		}
+	}
+
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	reply := &fetchReply{FetchResponse: resp, parts: parts}
+	total := fillFetch(r.ctx, s, parts, maxBytes)
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) {
+		s.stats.FetchedBytes.Add(int64(total))
+		return reply, nil, nil
+	}
+	return nil, func() kmsg.Response {
+		deadline := time.NewTimer(maxWait)
+		defer deadline.Stop()
+		for total < int(req.MinBytes) && !anyFetchError(parts) {
+			if !waitForCommit(r.ctx, s, parts, deadline.C) {
+				break
+			}
+			total = fillFetch(r.ctx, s, parts, maxBytes)
+		}
+		s.stats.FetchedBytes.Add(int64(total))
+		return reply
+	}, nil
+}
+
+// anyFetchError reports whether a partition carries an error: like Kafka,
+// such a fetch is answered at once instead of long-polling.
+func anyFetchError(parts []fetchPart) bool {
+	for i := range parts {
+		if parts[i].out.ErrorCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLeaderEpoch compares a client's current_leader_epoch with ours.
+func checkLeaderEpoch(ctx context.Context, s *Server, p *kstore.Partition, clientEpoch int32) error {
+	ours, err := s.store.LeaderEpoch(ctx, p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case clientEpoch < ours:
+		return errFencedEpoch
+	case clientEpoch > ours:
+		return errUnknownEpoch
+	}
+	return nil
+}
+
+// fillFetch (re)reads every partition of the fetch into its response slot
+// and returns the record bytes gathered.
+func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) int {
+	total := 0
+	for i := range parts {
+		fp := &parts[i]
+		op := fp.out
+		fp.entries, fp.size = nil, 0
+		if fp.err != nil {
+			op.ErrorCode = errorCode(fp.err)
+			continue
+		}
+		op.ErrorCode = 0
+		remaining := maxBytes - total
+		budget := min(int(fp.req.PartitionMaxBytes), remaining)
+		if budget <= 0 {
+			start, end, err := s.store.Bounds(ctx, fp.part)
+			if err != nil {
+				op.ErrorCode = errorCode(err)
+				continue
+			}
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
+			if fp.req.FetchOffset < start || fp.req.FetchOffset > end {
+				op.ErrorCode = kerr.OffsetOutOfRange.Code
+			}
+			continue
+		}
+		res, err := s.store.Read(ctx, fp.part, fp.req.FetchOffset, stream.ReadOptions{MaxBytes: budget, MaxEntries: 10000})
+		op.HighWatermark, op.LastStableOffset, op.LogStartOffset = res.EndOffset, res.EndOffset, res.StartOffset
+		if err != nil {
+			op.ErrorCode = errorCode(err)
+			if op.ErrorCode == kerr.OffsetOutOfRange.Code && res.EndOffset == 0 && res.StartOffset == 0 {
+				if start, end, berr := s.store.Bounds(ctx, fp.part); berr == nil {
+					op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
+				}
+			}
+			continue
+		}
+		size, n := 0, 0
+		for _, e := range res.Entries {
+			if len(e.Payload) < kbatch.HeaderSize {
+				break // not a batch we stored; never serve it
+			}
+			// KIP-74: only the first partition with data may exceed the
+			// remaining budget, by one batch.
+			if (total > 0 || n > 0) && size+len(e.Payload) > remaining {
+				break
+			}
+			size += len(e.Payload)
+			n++
+		}
+		fp.entries, fp.size = res.Entries[:n], size
+		total += size
+	}
+	return total
+}
+
+// waitForCommit blocks until any requested partition's head changes, the
+// deadline fires, the connection ends or the server shuts down. It returns
+// false when the caller should stop waiting.
+func waitForCommit(ctx context.Context, s *Server, parts []fetchPart, deadline <-chan time.Time) bool {
+	cases := make([]reflect.SelectCase, 0, len(parts)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.stopping)},
+	)
+	for i := range parts {
+		fp := &parts[i]
+		if fp.err != nil || fp.part == nil {
+			continue
+		}
+		end, ch, err := s.store.Notify(ctx, fp.part)
+		if err != nil {
+			return false // answer now; the next fetch reports the error
+		}
+		if end != fp.out.HighWatermark {
+			return true // committed since we read
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 3
+}

@@ -1,0 +1,63 @@
+package kafka
+
+// ListGroups: v0-5
+//
+// Behavior:
+//   - Lists groups with members and groups that only have committed
+//     offsets (state Empty). Every group is a classic group.
+//   - v4 states_filter and v5 types_filter are applied (case-insensitive, as
+//     Kafka does).
+//
+// Version notes:
+//   - v1: throttle. v2: same. v3: flexible. v4: states filter + group_state.
+//   - v5: types filter + group_type.
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { regKey(16, 0, 5, handleListGroups) }
+
+func handleListGroups(r *request) (kmsg.Response, func() kmsg.Response, error) {
+	req := r.kreq.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	seen := map[string]bool{}
+	add := func(id, protocolType, state string) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
+			return
+		}
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+			return
+		}
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = id, protocolType, state, "classic"
+		resp.Groups = append(resp.Groups, g)
+	}
+	for _, g := range r.s.groups.List() {
+		add(g.ID, g.ProtocolType, g.State.String())
+	}
+	ids, err := r.s.store.GroupsWithOffsets(r.ctx)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return resp, nil, nil
+	}
+	for _, id := range ids {
+		add(id, "consumer", "Empty")
+	}
+	return resp, nil, nil
+}
+
+func containsFold(xs []string, s string) bool {
+	for _, x := range xs {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

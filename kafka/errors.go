@@ -1,0 +1,91 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+var (
+	errTooLarge      = errors.New("kafka: record batch too large")
+	errTransactional = errors.New("kafka: transactions are not supported")
+	errInvalidRF     = errors.New("kafka: invalid replication factor")
+	errFencedEpoch   = errors.New("kafka: client leader epoch is older than the partition's")
+	errUnknownEpoch  = errors.New("kafka: client leader epoch is newer than the partition's")
+	// errUnsupportedTimestamp: ListOffsets -3/-4/-5 (not advertised).
+	errUnsupportedTimestamp = errors.New("kafka: unsupported list offsets timestamp")
+)
+
+// errorCode maps an error from the storage boundary, the stream core or
+// batch validation onto the Kafka error code a client acts on. Uncertain
+// outcomes map to retriable codes (REQUEST_TIMED_OUT): an idempotent
+// producer's retry is settled by the core's deduplication, never guessed.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, errTransactional):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, errUnsupportedTimestamp):
+		return kerr.UnsupportedVersion.Code
+	case errors.Is(err, errInvalidRF):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, errFencedEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, errUnknownEpoch):
+		return kerr.UnknownLeaderEpoch.Code
+	case errors.Is(err, kstore.ErrUnknownTopic), errors.Is(err, stream.ErrStreamNotFound):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, kstore.ErrNotLeader), errors.Is(err, stream.ErrFenced), errors.Is(err, stream.ErrSessionBusy):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, stream.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, stream.ErrProducerFenced):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, stream.ErrUnknownProducer):
+		return kerr.UnknownProducerID.Code
+	case errors.Is(err, stream.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, stream.ErrCommitUnknown), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, metadata.ErrUnavailable):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, stream.ErrUnsupportedProfile), errors.Is(err, kstore.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, stream.ErrStreamSealed), errors.Is(err, stream.ErrCorrupt), errors.Is(err, stream.ErrClosed):
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, kbatch.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, kbatch.ErrMagic):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, kbatch.ErrInvalid):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, kstore.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, kstore.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, kstore.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, kstore.ErrConflict):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// errorMessage is the message to send with a code where the API has room
+// for one (nil for success).
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,92 @@
+package kstore
+
+import (
+	"context"
+	"errors"
+	"math"
+
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+// LeaderEpoch is the partition leader epoch Kafka clients see: this broker's
+// append-session epoch on the partition stream. Acquiring the session is
+// what makes this broker the partition's leader.
+func (s *Store) LeaderEpoch(ctx context.Context, p *Partition) (int32, error) {
+	sess, err := p.session(ctx, s)
+	if err != nil {
+		return -1, err
+	}
+	return epochOf(sess), nil
+}
+
+func epochOf(sess stream.Session) int32 {
+	if sess.Epoch > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(sess.Epoch)
+}
+
+// Appending is an append in flight on a partition.
+type Appending struct {
+	Future *stream.AppendFuture
+	// Epoch is the leader epoch the append was issued under.
+	Epoch int32
+	sess  stream.Session
+	p     *Partition
+}
+
+// Settle waits for the append and, if the session turned out to be fenced,
+// forgets it so the next append acquires a new one (a new leader epoch).
+func (a *Appending) Settle(ctx context.Context) (stream.AppendResult, error) {
+	res, err := a.Future.Wait(ctx)
+	if errors.Is(err, stream.ErrFenced) {
+		a.p.dropSession(a.sess)
+	}
+	return res, err
+}
+
+// AppendAsync issues an append on the partition under this broker's
+// session. build receives the leader epoch before the request is enqueued
+// so the caller can stamp it into the batch. Appends issued on one
+// partition commit in call order.
+func (s *Store) AppendAsync(ctx context.Context, p *Partition, build func(epoch int32) stream.AppendRequest) (*Appending, error) {
+	sess, err := p.session(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	epoch := epochOf(sess)
+	req := build(epoch)
+	return &Appending{Future: s.streams.AppendAsync(sess, req), Epoch: epoch, sess: sess, p: p}, nil
+}
+
+// Read reads committed entries of the partition starting with the entry
+// that contains offset from.
+func (s *Store) Read(ctx context.Context, p *Partition, from int64, opts stream.ReadOptions) (stream.ReadResult, error) {
+	return s.streams.Read(ctx, p.StreamID, from, opts)
+}
+
+// Bounds returns the partition's [start, end) offsets.
+func (s *Store) Bounds(ctx context.Context, p *Partition) (start, end int64, err error) {
+	info, err := s.streams.Describe(ctx, p.StreamID)
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.StartOffset, info.EndOffset, nil
+}
+
+// Notify returns the partition's committed end and a channel closed on its
+// next change.
+func (s *Store) Notify(ctx context.Context, p *Partition) (int64, <-chan struct{}, error) {
+	return s.streams.Notify(ctx, p.StreamID)
+}
+
+// OffsetForTimestamp returns the first offset of the first entry whose max
+// timestamp is >= ts (the end offset if none).
+func (s *Store) OffsetForTimestamp(ctx context.Context, p *Partition, ts int64) (int64, error) {
+	return s.streams.OffsetForTimestamp(ctx, p.StreamID, ts)
+}
+
+// Trim advances the partition's start offset (DeleteRecords).
+func (s *Store) Trim(ctx context.Context, p *Partition, to int64) error {
+	return s.streams.Trim(ctx, p.StreamID, to)
+}

@@ -1,0 +1,339 @@
+// Package kafka is the native Kafka front end of Nereus: a Kafka wire
+// protocol server that unmodified Kafka clients (franz-go, sarama, kafka-go,
+// librdkafka/kcat, the Java clients) talk to, over Nereus streams.
+//
+// It owns the connection layer (framing, request headers, in-order
+// responses, the ApiVersions fallback rules), one handler file per Kafka API
+// key (NN_name.go, each registering its version range in init), RecordBatch
+// validation on produce and header patching on fetch. Topic metadata,
+// partition streams and committed offsets live behind package kstore; the
+// classic group protocol is package kgroup.
+//
+// Mapping (seed 000): one complete Kafka RecordBatch is one stream entry
+// whose RecordCount covers the batch's records; the Kafka offset is the
+// stream offset. Batches are stored byte-for-byte as produced (validated;
+// LogAppendTime topics get their timestamp and CRC rewritten), with the
+// partition leader epoch stamped into the header at append. baseOffset is
+// assigned by the core at commit, so the fetch path patches it into each
+// batch header it serves; both fields lie outside the CRC-32C.
+//
+// It must never acknowledge a produce before the core committed it, never
+// serve bytes the core did not return, never advertise an API version whose
+// semantics it does not implement (see skipped_features), and never let one
+// client's bad bytes take the server down: malformed, truncated, oversized
+// or unknown-version requests close that connection with a log line.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nereusstream/nereus-go/kafka/kgroup"
+	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("kafka: server closed")
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// AdvertisedHost and AdvertisedPort are what Metadata and
+	// FindCoordinator tell clients to dial. Default: the listener's address
+	// (first Serve call).
+	AdvertisedHost string
+	AdvertisedPort int32
+	// NodeID is this broker's id (default 1).
+	NodeID int32
+	// ClusterID is the stable cluster id reported in Metadata (default
+	// "nereus-cluster").
+	ClusterID string
+	// Logger receives connection and error logs (default slog.Default()).
+	Logger *slog.Logger
+	// WriterID names this broker as writer of partition streams (default
+	// "kafka-node-<NodeID>").
+	WriterID string
+
+	// MaxRequestBytes bounds a Produce request frame (default 100 MiB,
+	// Kafka's socket.request.max.bytes). Larger frames close the connection.
+	MaxRequestBytes int32
+	// MaxOtherRequestBytes bounds frames of every other API (default
+	// 8 MiB). Kept smaller because decoding amplifies array counts into
+	// allocations.
+	MaxOtherRequestBytes int32
+	// MaxInFlightPerConn bounds requests read but not yet answered on one
+	// connection (default 64). Reading pauses at the bound.
+	MaxInFlightPerConn int
+
+	// AutoCreateTopics creates unknown topics named in Metadata requests
+	// that allow it (default true, like Kafka).
+	DisableAutoCreateTopics bool
+	// DefaultPartitions is the partition count for auto-created topics and
+	// CreateTopics with -1 (default 1).
+	DefaultPartitions int32
+
+	// MinSessionTimeout / MaxSessionTimeout bound group member session
+	// timeouts (defaults 6s / 30m).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+
+	// RequestHook, if set, is called after each request is answered with
+	// its key, version and handling latency (for metrics).
+	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
+
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = "nereus-cluster"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.WriterID == "" {
+		c.WriterID = fmt.Sprintf("kafka-node-%d", c.NodeID)
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 100 << 20
+	}
+	if c.MaxOtherRequestBytes <= 0 {
+		c.MaxOtherRequestBytes = 8 << 20
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = 64
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Stats are cumulative counters, safe to read at any time.
+type Stats struct {
+	ConnectionsOpened  atomic.Int64
+	ConnectionsClosed  atomic.Int64
+	ProtocolErrors     atomic.Int64 // connections closed for bad input
+	Requests           atomic.Int64
+	BytesIn, BytesOut  atomic.Int64
+	ProducedBatches    atomic.Int64
+	ProducedRecords    atomic.Int64
+	ProducedBytes      atomic.Int64
+	ProduceErrors      atomic.Int64
+	FetchedBytes       atomic.Int64
+	DuplicateBatches   atomic.Int64
+	GroupRebalances    atomic.Int64
+	OffsetCommits      atomic.Int64
+	requestsByKey      [128]atomic.Int64
+	requestLatencySumN [128]atomic.Int64 // nanoseconds
+}
+
+// RequestsByKey returns how many requests of each API key were answered,
+// and the summed handling latency.
+func (st *Stats) RequestsByKey() map[int16][2]int64 {
+	out := map[int16][2]int64{}
+	for k := range st.requestsByKey {
+		if n := st.requestsByKey[k].Load(); n > 0 {
+			out[int16(k)] = [2]int64{n, st.requestLatencySumN[k].Load()}
+		}
+	}
+	return out
+}
+
+// Server is a Kafka protocol server over Nereus streams.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *kstore.Store
+	groups *kgroup.Coordinator
+	stats  Stats
+
+	advHost string
+	advPort int32
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   bool
+	stopping  chan struct{} // closed at Shutdown: long polls return early
+	connWG    sync.WaitGroup
+}
+
+// NewServer builds a server over the given stream storage and metadata
+// store. It does not listen until Serve.
+func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server, error) {
+	if storage == nil || meta == nil {
+		return nil, errors.New("kafka: NewServer needs a stream.Storage and a metadata.Store")
+	}
+	cfg.setDefaults()
+	st, err := kstore.New(storage, meta, kstore.Config{WriterID: cfg.WriterID, Logger: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		store: st,
+		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
+			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
+		advHost:   cfg.AdvertisedHost,
+		advPort:   cfg.AdvertisedPort,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*conn]struct{}{},
+		stopping:  make(chan struct{}),
+	}
+	return s, nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+// Store exposes the storage boundary (for tools and tests).
+func (s *Server) Store() *kstore.Store { return s.store }
+
+// Addr returns the advertised host and port.
+func (s *Server) Addr() (string, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.advHost, s.advPort
+}
+
+// Serve accepts connections on ln until Shutdown. It always returns a
+// non-nil error; after Shutdown it is ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.advHost == "" || s.advPort == 0 {
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+			if s.advHost == "" {
+				s.advHost = ta.IP.String()
+				if ta.IP.IsUnspecified() {
+					s.advHost = "127.0.0.1"
+				}
+			}
+			if s.advPort == 0 {
+				s.advPort = int32(ta.Port)
+			}
+		}
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("kafka: accept error; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.startConn(nc) {
+			_ = nc.Close()
+			return ErrServerClosed
+		}
+	}
+}
+
+// ListenAndServe listens on addr (TCP) and serves.
+func (s *Server) ListenAndServe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Shutdown stops accepting, lets every connection finish the requests it
+// has read (long polls return early with what they have), writes their
+// responses and closes. If ctx ends first, remaining connections are closed
+// at once. Committed data is never affected: an append either committed
+// (and its response may be lost with the connection) or did not.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		close(s.stopping)
+	}
+	for ln := range s.listeners {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.close()
+		}
+		s.mu.Unlock()
+		<-done
+		err = ctx.Err()
+	}
+	s.groups.Close()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cerr := s.store.Close(cctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Server) startConn(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.stats.ConnectionsOpened.Add(1)
+	go func() {
+		defer s.connWG.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.stats.ConnectionsClosed.Add(1)
+	}()
+	return true
+}
