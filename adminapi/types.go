@@ -24,12 +24,30 @@ type Health struct {
 	Durable bool `json:"durable"`
 	// Backend names the storage backend (e.g. "memory", "core").
 	Backend string `json:"backend"`
-	NodeID  string `json:"nodeId"`
-	Version string `json:"version"`
+	// ObjectStore and Metadata describe the stores under the stream core;
+	// both are absent when the server serves a storage it did not build
+	// (the in-memory fake of tests).
+	ObjectStore *StorageBackend `json:"objectStore,omitempty"`
+	Metadata    *StorageBackend `json:"metadata,omitempty"`
+	NodeID      string          `json:"nodeId"`
+	Version     string          `json:"version"`
 	// Listeners maps a listener name ("http", "kafka", "pulsar") to the
 	// address it is bound to.
 	Listeners map[string]string `json:"listeners"`
 	StartedAt time.Time         `json:"startedAt"`
+}
+
+// StorageBackend describes one store the server runs on. It never carries
+// credentials.
+type StorageBackend struct {
+	// Kind is "file" or "s3" for the object store, "bolt" or "etcd" for
+	// the metadata store.
+	Kind string `json:"kind"`
+	// Location is where the data lives: a path for "file" and "bolt",
+	// "s3://BUCKET/PREFIX/" for "s3", "etcd://ENDPOINTS/PREFIX/" for "etcd".
+	Location string `json:"location"`
+	// Endpoint is the S3 endpoint URL when one is configured (empty: AWS).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // Retention bounds a stream's history; zero fields mean unlimited.

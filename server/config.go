@@ -3,9 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +47,33 @@ type Config struct {
 	// (default 30s). When it expires, remaining connections are closed and
 	// storage is closed anyway.
 	ShutdownTimeout time.Duration
+	// ObjectStore selects the object store holding the Object WAL:
+	// "file" (default) is the filesystem store in <data-dir>/objects;
+	// "s3://BUCKET[/PREFIX]" is S3 or an S3-compatible server (see the S3*
+	// fields). The bucket must exist.
+	ObjectStore string
+	// S3Endpoint is the S3 endpoint URL (e.g. "http://127.0.0.1:7070" for
+	// an S3-compatible server); empty means AWS.
+	S3Endpoint string
+	// S3Region is the signing region (default "us-east-1").
+	S3Region string
+	// S3PathStyle addresses buckets as ENDPOINT/BUCKET/KEY rather than
+	// BUCKET.ENDPOINT/KEY; most S3-compatible servers need it.
+	S3PathStyle bool
+	// S3AccessKey and S3SecretKey are static credentials; both empty (the
+	// default) means the AWS default credential chain (AWS_* environment
+	// variables, shared config files, instance roles).
+	S3AccessKey string
+	S3SecretKey Secret
+	// Metadata selects the metadata store (the commit authority): "bolt"
+	// (default) is the embedded store in <data-dir>/metadata.db;
+	// "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]" is an etcd v3 cluster, all
+	// keys under PREFIX (default "/nereus/").
+	Metadata string
+	// BackendTimeout bounds how long start-up waits for each external
+	// store to answer (the S3 bucket check, the first etcd read) before
+	// failing (default 15s).
+	BackendTimeout time.Duration
 	// AddrFile, when set, is written (atomically, JSON) with the bound
 	// listener addresses once the server serves. Tests use it with ":0"
 	// addresses.
@@ -63,8 +92,34 @@ func DefaultConfig() Config {
 		LogFormat:       "text",
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
+		ObjectStore:     ObjectStoreFile,
+		S3Region:        "us-east-1",
+		Metadata:        MetadataBolt,
+		BackendTimeout:  15 * time.Second,
 	}
 }
+
+// Secret is a credential. It formats and encodes as "[redacted]" (fmt,
+// %#v, slog, JSON and text encoders alike), so printing or logging a Config
+// never leaks it; string(s) is the value.
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return `"` + s.String() + `"` }
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText keeps encoders (JSON logs, YAML dumps) from writing the
+// value.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Validate checks every field and names the offending setting.
 func (c Config) Validate() error {
@@ -95,6 +150,10 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout %v must be positive", c.ShutdownTimeout))
 	}
+	if c.BackendTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("backend-timeout %v must be positive", c.BackendTimeout))
+	}
+	errs = append(errs, c.validateBackends()...)
 	return errors.Join(errs...)
 }
 
@@ -105,8 +164,11 @@ type setting struct {
 	key    string
 	usage  string
 	hidden bool
-	get    func(*Config) string
-	set    func(*Config, string) error
+	// boolean settings are flags that need no value (--s3-path-style);
+	// their env and file values parse with strconv.ParseBool.
+	boolean bool
+	get     func(*Config) string
+	set     func(*Config, string) error
 }
 
 func str(p func(*Config) *string) (func(*Config) string, func(*Config, string) error) {
@@ -141,6 +203,44 @@ var settings = []setting{
 			return nil
 		},
 	},
+	mk("object-store", "object store: file (<data-dir>/objects) or s3://BUCKET[/PREFIX]", func(c *Config) *string { return &c.ObjectStore }),
+	mk("s3-endpoint", "S3 endpoint URL, e.g. http://127.0.0.1:7070 (empty: AWS)", func(c *Config) *string { return &c.S3Endpoint }),
+	mk("s3-region", "S3 signing region", func(c *Config) *string { return &c.S3Region }),
+	{
+		key:     "s3-path-style",
+		usage:   "address S3 buckets path-style (ENDPOINT/BUCKET/KEY; most S3-compatible servers need it)",
+		boolean: true,
+		get:     func(c *Config) string { return strconv.FormatBool(c.S3PathStyle) },
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			c.S3PathStyle = b
+			return nil
+		},
+	},
+	mk("s3-access-key", "S3 access key ID (empty: the AWS default credential chain)", func(c *Config) *string { return &c.S3AccessKey }),
+	{
+		key:   "s3-secret-key",
+		usage: "S3 secret access key (prefer the env var or the AWS credential chain: flags show in ps)",
+		get:   func(c *Config) string { return string(c.S3SecretKey) },
+		set:   func(c *Config, v string) error { c.S3SecretKey = Secret(v); return nil },
+	},
+	mk("metadata", "metadata store: bolt (<data-dir>/metadata.db) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (default prefix /nereus/)", func(c *Config) *string { return &c.Metadata }),
+	{
+		key:   "backend-timeout",
+		usage: "how long start-up waits for the S3 bucket check and for etcd to answer",
+		get:   func(c *Config) string { return c.BackendTimeout.String() },
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			c.BackendTimeout = d
+			return nil
+		},
+	},
 	func() setting {
 		s := mk("addr-file", "write the bound listener addresses to this file as JSON (for tests)", func(c *Config) *string { return &c.AddrFile })
 		s.hidden = true
@@ -162,7 +262,11 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	def := DefaultConfig()
 	fs.String(ConfigFlag, "", "YAML config file (env "+EnvName(ConfigFlag)+"); precedence: flag > env > file > default")
 	for _, s := range settings {
-		fs.String(s.key, s.get(&def), s.usage+" (env "+EnvName(s.key)+")")
+		if s.boolean {
+			fs.Bool(s.key, s.get(&def) == "true", s.usage+" (env "+EnvName(s.key)+")")
+		} else {
+			fs.String(s.key, s.get(&def), s.usage+" (env "+EnvName(s.key)+")")
+		}
 		if s.hidden {
 			_ = fs.MarkHidden(s.key)
 		}

@@ -23,6 +23,7 @@ type metrics struct {
 	readBytes     prometheus.Counter
 	frontendUp    *prometheus.GaugeVec
 	durable       prometheus.Gauge
+	backends      *prometheus.GaugeVec
 	draining      prometheus.Gauge
 }
 
@@ -69,12 +70,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		durable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nereus_storage_durable", Help: "1 if the storage backend keeps acknowledged data across restarts.",
 		}),
+		backends: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nereus_storage_backend_info", Help: "The stores under the stream core (always 1): object_store is file or s3, metadata is bolt or etcd.",
+		}, []string{"object_store", "metadata"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nereus_draining", Help: "1 once graceful shutdown began.",
 		}),
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.appendEntries, m.appendBytes, m.readEntries,
-		m.readBytes, m.frontendUp, m.durable, m.draining)
+		m.readBytes, m.frontendUp, m.durable, m.backends, m.draining)
 	return m
 }
 

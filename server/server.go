@@ -121,6 +121,9 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if s.storage.Durable {
 		s.metrics.durable.Set(1)
 	}
+	if s.storage.ObjectStoreInfo != nil && s.storage.MetadataInfo != nil {
+		s.metrics.backends.WithLabelValues(s.storage.ObjectStoreInfo.Kind, s.storage.MetadataInfo.Kind).Set(1)
+	}
 	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain,
 		sessions: map[stream.ID]stream.Session{}}
 
@@ -256,7 +259,8 @@ func (s *Server) writeAddrFile(path string) error {
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := adminapi.Health{Status: "ok", Durable: s.storage.Durable, Backend: s.storage.Backend, NodeID: s.nodeID,
-		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt}
+		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt,
+		ObjectStore: s.storage.ObjectStoreInfo, Metadata: s.storage.MetadataInfo}
 	status := http.StatusOK
 	if s.draining.Load() {
 		h.Status, status = "draining", http.StatusServiceUnavailable

@@ -7,14 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/metadata"
-	"github.com/nereusstream/nereus-go/metadata/boltstore"
-	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
@@ -31,38 +29,78 @@ type openedStorage struct {
 	Backend string
 	// Durable is false when acknowledged appends do not survive the process.
 	Durable bool
+	// ObjectStoreInfo and MetadataInfo describe the stores under the core
+	// for /healthz (nil when the storage was handed in, not built by
+	// openStorage).
+	ObjectStoreInfo, MetadataInfo *adminapi.StorageBackend
 }
 
 // openStorage is the ONE place the process constructs its stream storage:
-// the stream core over bbolt metadata (<data-dir>/metadata.db) and the Object
-// WAL on a filesystem object store (<data-dir>/objects), both fsync'd. The
-// node ID is the core's writer identity and names this node's WAL log, so a
-// restarted process claims (and fences) its predecessor's log and sessions.
-func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.Registerer) (openedStorage, error) {
+// the stream core over the metadata store --metadata selects (bbolt in
+// <data-dir>/metadata.db, or etcd) and the Object WAL on the object store
+// --object-store selects (the filesystem in <data-dir>/objects, or S3).
+// The node ID is the core's writer identity and names this node's WAL log
+// (wal/<node-id> in the object store), so a restarted process claims (and
+// fences) its predecessor's log and sessions; nodes sharing S3 and etcd
+// each need their own data dir, hence their own node ID.
+func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.Registerer) (_ openedStorage, err error) {
+	objSpec, err := parseObjectStore(cfg.ObjectStore)
+	if err != nil {
+		return openedStorage{}, err
+	}
+	metaSpec, err := parseMetadata(cfg.Metadata)
+	if err != nil {
+		return openedStorage{}, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return openedStorage{}, err
 	}
-	meta, err := boltstore.Open(filepath.Join(cfg.DataDir, "metadata.db"), boltstore.Options{})
+	record, err := checkBackends(cfg.DataDir, objSpec, metaSpec)
 	if err != nil {
-		return openedStorage{}, fmt.Errorf("opening metadata store: %w", err)
-	}
-	objects, err := fsstore.Open(filepath.Join(cfg.DataDir, "objects"))
-	if err != nil {
-		_ = meta.Close()
-		return openedStorage{}, fmt.Errorf("opening object store: %w", err)
+		return openedStorage{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+
+	// Undo on failure, in reverse order of opening.
+	var undo []func() error
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				_ = undo[i]()
+			}
+		}
+	}()
+	meta, metaInfo, err := openMetadataStore(ctx, cfg, logger)
+	if err != nil {
+		return openedStorage{}, err
+	}
+	undo = append(undo, meta.Close)
+	objects, closeObjects, objInfo, err := openObjectStore(ctx, cfg)
+	if err != nil {
+		return openedStorage{}, err
+	}
+	if closeObjects != nil {
+		undo = append(undo, closeObjects)
+	}
+	// Recorded before the WAL's recovery, which is the first step that
+	// acts on what the metadata store says.
+	if record {
+		if err := recordBackends(cfg.DataDir, objSpec, metaSpec); err != nil {
+			return openedStorage{}, fmt.Errorf("recording the storage backends in the data dir: %w", err)
+		}
+	}
+	logger.Info("storage backends", "object_store", objInfo.Kind, "object_store_location", objInfo.Location,
+		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location)
+
 	wal, err := objectwal.Open(ctx, objectwal.Config{Store: objects, Prefix: "wal/" + nodeID, Logger: logger})
 	if err != nil {
-		_ = meta.Close()
 		return openedStorage{}, err
 	}
 	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: wal, WriterID: nodeID,
 		Logger: logger.With("component", "stream")})
 	if err != nil {
 		_ = wal.Close(ctx)
-		_ = meta.Close()
 		return openedStorage{}, fmt.Errorf("opening stream core: %w", err)
 	}
 	if reg != nil {
@@ -71,9 +109,15 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		}
 	}
 	closer := closerFunc(func() error {
-		return errors.Join(core.Close(), meta.Close())
+		// The core (and with it the WAL) first: it may still write.
+		errs := []error{core.Close()}
+		for i := len(undo) - 1; i >= 0; i-- {
+			errs = append(errs, undo[i]())
+		}
+		return errors.Join(errs...)
 	})
-	return openedStorage{Storage: core, Closer: closer, Metadata: meta, Backend: "core", Durable: true}, nil
+	return openedStorage{Storage: core, Closer: closer, Metadata: meta, Backend: "core", Durable: true,
+		ObjectStoreInfo: &objInfo, MetadataInfo: &metaInfo}, nil
 }
 
 type closerFunc func() error

@@ -1,8 +1,9 @@
-// Package corebench is the stream core's load generator: it opens an
-// embedded core (filesystem object store + bbolt metadata, both fsync'd, or
-// the in-memory stores), creates N streams, keeps a window of appends in
-// flight on each, and reports throughput, acknowledgement latency, metadata
-// round trips and object PUTs per second, and the process's peak RSS.
+// Package corebench is the stream core's load generator: it opens a core
+// (filesystem object store + bbolt metadata, both fsync'd, or the in-memory
+// stores, or stores the caller hands in, such as S3 and etcd), creates N
+// streams, keeps a window of appends in flight on each, and reports
+// throughput, acknowledgement latency, metadata round trips and object PUTs
+// per second, and the process's peak RSS.
 //
 // It measures; it must never be used by tests as a timing assertion.
 package corebench
@@ -36,7 +37,12 @@ type Config struct {
 	Dir string
 	// Durable selects fsstore + boltstore (fsync'd); otherwise in-memory.
 	Durable bool
-	Streams int
+	// Objects, when set, replaces the object store Durable selects (e.g.
+	// an s3store on versitygw); Metadata likewise replaces the metadata
+	// store (e.g. an etcdstore). The caller owns and closes them.
+	Objects  objectstore.ObjectStore
+	Metadata metadata.Store
+	Streams  int
 	// EntryBytes is each entry's payload size; EntriesPerAppend entries go
 	// in one append.
 	EntryBytes, EntriesPerAppend int
@@ -70,11 +76,31 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("streams=%d entry=%dB x%d window=%d durable=%v: %.0f appends/s, %.1f MB/s, ack p50=%v p99=%v p99.9=%v, "+
+	return fmt.Sprintf("streams=%d entry=%dB x%d window=%d %s: %.0f appends/s, %.1f MB/s, ack p50=%v p99=%v p99.9=%v, "+
 		"metadata %.0f round trips/s (%d ops), object PUTs %.1f/s, peak RSS %.0f MiB, errors %d",
-		r.Config.Streams, r.Config.EntryBytes, r.Config.EntriesPerAppend, r.Config.Window, r.Config.Durable,
+		r.Config.Streams, r.Config.EntryBytes, r.Config.EntriesPerAppend, r.Config.Window, r.Config.stores(),
 		r.AppendsPerSec, r.MBPerSec, r.P50, r.P99, r.P999, r.RoundTripsPerSec, r.MetaOps,
 		r.PutsPerSec, float64(r.PeakRSSBytes)/(1<<20), r.Errors)
+}
+
+// stores names the stores a run uses.
+func (c Config) stores() string {
+	objects, meta := "mem", "mem"
+	if c.Durable {
+		objects, meta = "fsstore", "boltstore"
+	}
+	if c.Objects != nil {
+		objects = typeName(c.Objects)
+	}
+	if c.Metadata != nil {
+		meta = typeName(c.Metadata)
+	}
+	return "objects=" + objects + " metadata=" + meta
+}
+
+// typeName turns *s3store.Store into "s3store".
+func typeName(v any) string {
+	return strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", v), "*"), ".Store")
 }
 
 // countingStore counts PUTs.
@@ -107,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var meta metadata.Store
 	var base objectstore.ObjectStore
-	if cfg.Durable {
+	if cfg.Durable && (cfg.Objects == nil || cfg.Metadata == nil) {
 		dir := cfg.Dir
 		if dir == "" {
 			d, err := os.MkdirTemp("", "nereus-corebench-")
@@ -117,20 +143,38 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			defer os.RemoveAll(d)
 			dir = d
 		}
-		fs, err := fsstore.Open(filepath.Join(dir, "objects"))
-		if err != nil {
-			return Result{}, err
+		if cfg.Objects == nil {
+			fs, err := fsstore.Open(filepath.Join(dir, "objects"))
+			if err != nil {
+				return Result{}, err
+			}
+			defer fs.Close()
+			base = fs
 		}
-		base = fs
-		bs, err := boltstore.Open(filepath.Join(dir, "meta.db"), boltstore.Options{})
-		if err != nil {
-			return Result{}, err
+		if cfg.Metadata == nil {
+			bs, err := boltstore.Open(filepath.Join(dir, "meta.db"), boltstore.Options{})
+			if err != nil {
+				return Result{}, err
+			}
+			defer bs.Close()
+			meta = bs
 		}
-		meta = bs
-	} else {
-		base, meta = osmem.New(), mdmem.New()
+	} else if !cfg.Durable {
+		if cfg.Objects == nil {
+			base = osmem.New()
+		}
+		if cfg.Metadata == nil {
+			m := mdmem.New()
+			defer m.Close()
+			meta = m
+		}
 	}
-	defer meta.Close()
+	if cfg.Objects != nil {
+		base = cfg.Objects
+	}
+	if cfg.Metadata != nil {
+		meta = cfg.Metadata
+	}
 	store := &countingStore{ObjectStore: base}
 	prov, err := objectwal.Open(ctx, objectwal.Config{Store: store, Prefix: "wal/bench", FlushInterval: cfg.FlushInterval})
 	if err != nil {

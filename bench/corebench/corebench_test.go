@@ -3,8 +3,18 @@ package corebench
 import (
 	"context"
 	"flag"
+	"os"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/nereusstream/nereus-go/internal/testenv/etcdtest"
+	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/metadata/etcdstore"
+	"github.com/nereusstream/nereus-go/objectstore"
 )
 
 var (
@@ -13,7 +23,43 @@ var (
 	benchEntry   = flag.Int("corebench.entry", 1024, "entry bytes")
 	benchDur     = flag.Duration("corebench.duration", 5*time.Second, "measured duration")
 	benchDurable = flag.Bool("corebench.durable", true, "fsstore+boltstore instead of memory")
+	benchObjects = flag.String("corebench.objects", "", "object store: empty follows -corebench.durable; s3 runs the Object WAL on versitygw (internal/testenv/s3test)")
+	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty follows -corebench.durable; etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
 )
+
+func TestMain(m *testing.M) {
+	code := s3test.Main(m)
+	etcdtest.Stop()
+	os.Exit(code)
+}
+
+// stores builds the stores the -corebench.objects and -corebench.metadata
+// flags select (nil: Run's own, per -corebench.durable).
+func stores(b *testing.B) (objectstore.ObjectStore, metadata.Store) {
+	var objects objectstore.ObjectStore
+	var meta metadata.Store
+	switch *benchObjects {
+	case "":
+	case "s3":
+		objects = s3test.Require(b).NewStore(b)
+	default:
+		b.Fatalf("-corebench.objects=%q: want empty or s3", *benchObjects)
+	}
+	switch *benchMeta {
+	case "":
+	case "etcd":
+		st, err := etcdstore.Open(clientv3.Config{Endpoints: []string{etcdtest.Endpoint(b)}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()},
+			etcdstore.Options{Prefix: etcdtest.Prefix()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = st.Close() })
+		meta = st
+	default:
+		b.Fatalf("-corebench.metadata=%q: want empty or etcd", *benchMeta)
+	}
+	return objects, meta
+}
 
 // TestSmoke runs a tiny in-memory benchmark so the harness itself stays
 // working; it asserts nothing about speed.
@@ -31,10 +77,14 @@ func TestSmoke(t *testing.T) {
 // reports its figures as custom metrics, e.g.
 //
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.streams 10000 -corebench.window 1
+//	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3   # Object WAL on versitygw
+//	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3 -corebench.metadata etcd
 func BenchmarkCore(b *testing.B) {
+	objects, meta := stores(b)
 	for i := 0; i < b.N; i++ {
 		res, err := Run(context.Background(), Config{Durable: *benchDurable, Streams: *benchStreams, Window: *benchWindow,
-			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir()})
+			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir(),
+			Objects: objects, Metadata: meta})
 		if err != nil {
 			b.Fatal(err)
 		}

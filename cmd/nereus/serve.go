@@ -15,6 +15,13 @@ func newServeCmd(e env) *cobra.Command {
 On its defaults it needs no external service: data lives in ./nereus-data and
 the admin HTTP API (/healthz, /metrics, /v1/streams) listens on 127.0.0.1:8080.
 
+To run several nodes, share the stores: --object-store s3://BUCKET[/PREFIX]
+(with --s3-endpoint, --s3-path-style for S3-compatible servers) and
+--metadata etcd://HOST:PORT[,HOST:PORT...][/PREFIX]; each node keeps its own
+--data-dir (it holds the node ID). Pass S3 credentials in the environment
+(NEREUS_S3_ACCESS_KEY, NEREUS_S3_SECRET_KEY) or through the AWS credential
+chain rather than as flags.
+
 Every setting comes from, in order of precedence: a flag, an environment
 variable (NEREUS_ + the flag name upper-cased, '-' as '_', e.g.
 NEREUS_DATA_DIR), the YAML file named by --config (keys are the flag names),
