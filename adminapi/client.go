@@ -231,6 +231,14 @@ func (c *Client) SetRetention(ctx context.Context, name string, r Retention) (St
 	return info, err
 }
 
+// RebuildIndex repairs the stream's offset index from the head's commit
+// chain and, for lost entries, from the runs stored in the WAL.
+func (c *Client) RebuildIndex(ctx context.Context, name string) (RebuildIndexResult, error) {
+	var res RebuildIndexResult
+	err := c.do(ctx, http.MethodPost, c.streamPath(name, "/rebuild-index"), nil, nil, &res)
+	return res, err
+}
+
 // Seal stops further appends to the stream.
 func (c *Client) Seal(ctx context.Context, name string) (StreamInfo, error) {
 	var info StreamInfo

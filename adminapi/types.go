@@ -210,3 +210,15 @@ func (c Code) Status() int {
 	}
 	return 500
 }
+
+// RebuildIndexResult is what POST /v1/streams/{name}/rebuild-index did.
+type RebuildIndexResult struct {
+	// Republished counts head Pending commits written to the index again.
+	Republished int `json:"republished"`
+	// Gaps counts offset ranges that had no index entry.
+	Gaps int `json:"gaps"`
+	// Scanned counts stored runs of the stream the WAL providers reported.
+	Scanned int `json:"scanned"`
+	// Rebuilt counts index entries written from scanned runs.
+	Rebuilt int `json:"rebuilt"`
+}

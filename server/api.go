@@ -54,6 +54,7 @@ func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/streams/{name}/entries", a.readEntries)
 	mux.HandleFunc("POST /v1/streams/{name}/trim", a.trimStream)
 	mux.HandleFunc("POST /v1/streams/{name}/seal", a.sealStream)
+	mux.HandleFunc("POST /v1/streams/{name}/rebuild-index", a.rebuildIndex)
 	mux.HandleFunc("PUT /v1/streams/{name}/retention", a.setRetention)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, adminapi.CodeNotFound, fmt.Sprintf("no API route for %s %s", r.Method, r.URL.Path), "")
@@ -497,6 +498,34 @@ func (a *api) trimStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.describeAfter(w, r, info.ID)
+}
+
+// indexRebuilder is the optional storage capability behind
+// /rebuild-index (the stream core has it; the in-memory fake does not).
+type indexRebuilder interface {
+	RebuildIndex(ctx context.Context, id stream.ID) (stream.RebuildReport, error)
+}
+
+func (a *api) rebuildIndex(w http.ResponseWriter, r *http.Request) {
+	st := a.storage
+	if o, isOpened := st.(openedStorage); isOpened {
+		st = o.Storage
+	}
+	rb, ok := st.(indexRebuilder)
+	if !ok {
+		writeError(w, adminapi.CodeInvalidArgument, "this storage backend has no offset index to rebuild", "")
+		return
+	}
+	info, ok := a.lookup(w, r)
+	if !ok {
+		return
+	}
+	rep, err := rb.RebuildIndex(r.Context(), info.ID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, adminapi.RebuildIndexResult{Republished: rep.Republished, Gaps: rep.Gaps, Scanned: rep.Scanned, Rebuilt: rep.Rebuilt})
 }
 
 func (a *api) sealStream(w http.ResponseWriter, r *http.Request) {

@@ -533,3 +533,19 @@ func TestGracefulDrain(t *testing.T) {
 		t.Fatal("storage not closed after shutdown")
 	}
 }
+
+func TestRebuildIndexEndpoint(t *testing.T) {
+	s, c := startTest(t, testConfig(t))
+	_ = s
+	ctx := ctxT(t)
+	if _, err := c.CreateStream(ctx, adminapi.CreateStreamRequest{Name: "ri"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RebuildIndex(ctx, "ri")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Gaps != 0 || res.Rebuilt != 0 {
+		t.Fatalf("fresh stream needed repair: %+v", res)
+	}
+}

@@ -59,7 +59,7 @@ The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of each request")
 	cmd.AddCommand(
 		newCreateCmd(e, o), newListCmd(e, o), newDescribeCmd(e, o), newAppendCmd(e, o), newReadCmd(e, o),
-		newTailCmd(e, o), newTrimCmd(e, o), newSealCmd(e, o), newDeleteCmd(e, o),
+		newTailCmd(e, o), newTrimCmd(e, o), newSealCmd(e, o), newDeleteCmd(e, o), newRebuildIndexCmd(e, o),
 	)
 	return cmd
 }
@@ -579,6 +579,29 @@ func newTrimCmd(e env, o *streamOpts) *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&to, "to", 0, "new start offset")
 	return cmd
+}
+
+func newRebuildIndexCmd(e env, o *streamOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rebuild-index NAME",
+		Short: "Repair a stream's offset index from its commit chain and the runs stored in the WAL",
+		Args:  argsWithHelp(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client(e)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := o.reqCtx(cmd.Context(), 0)
+			defer cancel()
+			res, err := c.RebuildIndex(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s: %d gaps, %d runs scanned, %d index entries rebuilt, %d pending commits republished\n",
+				args[0], res.Gaps, res.Scanned, res.Rebuilt, res.Republished)
+			return nil
+		},
+	}
 }
 
 func newSealCmd(e env, o *streamOpts) *cobra.Command {

@@ -22,6 +22,9 @@ import (
 type Faults struct {
 	// WriteError fails a write (nothing stored).
 	WriteError float64
+	// LostAck stores the run but reports a failure (the outcome a caller
+	// sees when a write lands and its acknowledgement is lost).
+	LostAck float64
 	// MaxDelay delays each write completion by a random duration up to it.
 	MaxDelay time.Duration
 }
@@ -92,7 +95,9 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		done(nil, fmt.Errorf("memprovider: closed"))
 		return
 	}
-	fail := p.rng.Float64() < p.faults.WriteError
+	x := p.rng.Float64()
+	fail := x < p.faults.WriteError
+	lostAck := !fail && x < p.faults.WriteError+p.faults.LostAck
 	var delay time.Duration
 	if p.faults.MaxDelay > 0 {
 		delay = time.Duration(p.rng.Int63n(int64(p.faults.MaxDelay)))
@@ -127,6 +132,10 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		defer p.completed.Add(1)
 		if fail {
 			done(nil, fmt.Errorf("memprovider: injected write failure"))
+			return
+		}
+		if lostAck {
+			done(nil, fmt.Errorf("memprovider: write stored, acknowledgement lost"))
 			return
 		}
 		done(target, nil)
@@ -198,6 +207,25 @@ func runWithEnd(r provider.Run) provider.Run {
 		out.Entries[i] = provider.Entry{RecordCount: e.RecordCount}
 	}
 	return out
+}
+
+// ScanRuns implements provider.Scanner: every stored run, committed or not.
+func (p *Provider) ScanRuns(ctx context.Context, fn func(provider.Run, provider.Target) error) error {
+	p.mu.Lock()
+	ids := make([]uint64, 0, len(p.runs))
+	for id := range p.runs {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.mu.Lock()
+		run := p.runs[id].run
+		p.mu.Unlock()
+		if err := fn(run, binary.BigEndian.AppendUint64(nil, id)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Release implements provider.Provider.
