@@ -99,4 +99,3 @@ func parseRunHeader(rec []byte) (scannedRun, bool) {
 	}
 	return run, true
 }
-
