@@ -100,3 +100,15 @@ func grow(b []byte, n int) []byte {
 	// The compiler turns this into a grow without a temporary allocation.
 	return append(b, make([]byte, n)...)
 }
+
+// AppendAddFrameForEntry appends an ADD frame carrying an already stored
+// entry unchanged (recovery re-adds the bytes it read).
+func AppendAddFrameForEntry(dst []byte, masterKey *[MasterKeyLen]byte, flags uint16, entry []byte) []byte {
+	start := len(dst)
+	dst = grow(dst, 4+4+MasterKeyLen)
+	f := dst[start:]
+	binary.BigEndian.PutUint32(f[0:], uint32(4+MasterKeyLen+len(entry)))
+	binary.BigEndian.PutUint32(f[4:], PacketHeader(CurrentVersion, OpAdd, flags))
+	copy(f[8:], masterKey[:])
+	return append(dst, entry...)
+}

@@ -8,15 +8,6 @@ import (
 	"testing"
 )
 
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // Test vectors from /work/shared/notes/bookkeeper.md §6.6 (computed from
 // BookKeeper's DigestManager; CRC32C cross-checked against the standard
 // check value). Real-bookie tests prove them against Java.
