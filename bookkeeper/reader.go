@@ -140,6 +140,23 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	return r.c.readEntries(ctx, r.id, md, r.digest, first, last)
 }
 
+// ReadUnconfirmed reads entries first..last without checking them against
+// the LAC. Use it only for entries whose acknowledgement the caller knows
+// from elsewhere (e.g. its own commit record of the writer's acks): an
+// entry above the LAC that was never acknowledged may be absent, or may be
+// cut off when the ledger is recovered. On a CLOSED ledger it still refuses
+// entries past lastEntryId.
+func (r *Reader) ReadUnconfirmed(ctx context.Context, first, last int64) ([]Entry, error) {
+	r.mu.Lock()
+	md := r.md
+	r.mu.Unlock()
+	if first < 0 || last < first || (md.State == meta.StateClosed && last > md.LastEntryID) {
+		return nil, fmt.Errorf("%w: read [%d, %d] of ledger %d (state %s, last entry %d)",
+			ErrInvalidArgument, first, last, r.id, md.State, md.LastEntryID)
+	}
+	return r.c.readEntries(ctx, r.id, md, r.digest, first, last)
+}
+
 func (c *Client) readEntries(ctx context.Context, id int64, md *meta.LedgerMetadata, d *proto.Digester, first, last int64) ([]Entry, error) {
 	n := last - first + 1
 	out := make([]Entry, n)
