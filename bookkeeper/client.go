@@ -131,7 +131,7 @@ func (c *Client) call(ctx context.Context, bookie string, key reqKey, frame []by
 	}
 	ch := make(chan res, 1)
 	err := c.pool.send(bookie, &bookieRequest{key: key, frame: frame, timeout: c.cfg.RequestTimeout,
-		cb: func(r proto.Response, err error) { ch <- res{r, err} }})
+		cb: func(r proto.Response, err error) { ch <- res{r, err} }}, true)
 	if err != nil {
 		return proto.Response{}, err
 	}

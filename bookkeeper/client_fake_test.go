@@ -908,3 +908,11 @@ func TestTimeoutClosesConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func newBenchCluster(b *testing.B) (*bkfake.Cluster, error) {
+	c, err := bkfake.NewCluster(3)
+	if err == nil {
+		b.Cleanup(c.Close)
+	}
+	return c, err
+}

@@ -27,12 +27,21 @@ import (
 // request with the same key. The outcome of a failed add is therefore
 // "maybe stored on that bookie"; callers only ever resend identical bytes.
 //
-// Lifecycle. The connection dials lazily on its own goroutine: send never
-// blocks on the network and never calls back synchronously. Requests queued
-// before the dial completes are written after it, in order.
+// Lifecycle. The connection dials lazily on its own goroutine and never
+// calls back synchronously. Requests queued before the dial completes are
+// written after it, in order.
+//
+// Writing. Frames are written by whoever holds wmu: a sender that finds the
+// socket idle writes its frame (and anything queued) on its own goroutine,
+// saving a goroutine hand-off per request; otherwise the frame is queued and
+// the write loop is woken. A sender that fails to take wmu always wakes the
+// write loop, so nothing queued is left behind. Direct writes are only ever
+// done by callers that hold no client lock (a socket write may block), never
+// by the read loop (which must keep draining responses).
 type bookieConn struct {
 	pool   *connPool
 	bookie string
+	wmu    sync.Mutex // held while writing to the socket
 
 	mu      sync.Mutex
 	nc      net.Conn
@@ -77,7 +86,9 @@ func newConnPool(c *Client) *connPool {
 // send queues a request to a bookie. It returns an error (and does not call
 // cb) when the request cannot be queued: the pool is closed or the bookie
 // failed a dial within the back-off window. Otherwise cb is called later.
-func (p *connPool) send(bookie string, r *bookieRequest) error {
+// With direct, the caller may write the frame itself (it must hold no lock
+// a bookie callback takes).
+func (p *connPool) send(bookie string, r *bookieRequest, direct bool) error {
 	for i := 0; ; i++ {
 		p.mu.Lock()
 		if p.closed {
@@ -96,7 +107,7 @@ func (p *connPool) send(bookie string, r *bookieRequest) error {
 			go bc.run()
 		}
 		p.mu.Unlock()
-		if bc.enqueue(r) {
+		if bc.enqueue(r, direct) {
 			return nil
 		}
 		if i > 3 {
@@ -143,10 +154,10 @@ func (p *connPool) closeBookie(bookie string) {
 }
 
 // enqueue adds r; false means the connection is already closed.
-func (bc *bookieConn) enqueue(r *bookieRequest) bool {
+func (bc *bookieConn) enqueue(r *bookieRequest, direct bool) bool {
 	bc.mu.Lock()
-	defer bc.mu.Unlock()
 	if bc.closed {
+		bc.mu.Unlock()
 		return false
 	}
 	q := bc.waiting[r.key]
@@ -154,17 +165,51 @@ func (bc *bookieConn) enqueue(r *bookieRequest) bool {
 	r.timer = time.AfterFunc(r.timeout, func() {
 		bc.fail(fmt.Errorf("%w: %s: request timed out after %v", ErrBookieUnavailable, bc.bookie, r.timeout), false)
 	})
-	if len(q) == 0 {
-		bc.pushLocked(r.frame)
+	head := len(q) == 0
+	if head {
+		bc.sendq = append(bc.sendq, r.frame)
+	}
+	connected := bc.nc != nil
+	bc.mu.Unlock()
+	if head {
+		if direct && connected && bc.wmu.TryLock() {
+			bc.writeQueued()
+			bc.wmu.Unlock()
+		} else {
+			bc.wakeWriter()
+		}
 	}
 	return true
 }
 
-func (bc *bookieConn) pushLocked(frame []byte) {
-	bc.sendq = append(bc.sendq, frame)
+func (bc *bookieConn) wakeWriter() {
 	select {
 	case bc.wake <- struct{}{}:
 	default:
+	}
+}
+
+// writeQueued writes everything queued; the caller holds wmu.
+func (bc *bookieConn) writeQueued() {
+	var batch net.Buffers
+	for {
+		bc.mu.Lock()
+		if bc.closed || len(bc.sendq) == 0 || bc.nc == nil {
+			bc.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], bc.sendq...)
+		clear(bc.sendq)
+		bc.sendq = bc.sendq[:0]
+		nc := bc.nc
+		bc.mu.Unlock()
+		// WriteTo consumes the slice header it is given; keep batch's backing array.
+		b := batch
+		if _, err := b.WriteTo(nc); err != nil {
+			bc.fail(fmt.Errorf("%w: %s: write: %v", ErrBookieUnavailable, bc.bookie, err), false)
+			return
+		}
+		clear(batch)
 	}
 }
 
@@ -198,33 +243,15 @@ func (bc *bookieConn) run() {
 }
 
 func (bc *bookieConn) writeLoop() {
-	var batch net.Buffers
 	for {
 		select {
 		case <-bc.wake:
 		case <-bc.done:
 			return
 		}
-		bc.mu.Lock()
-		if bc.closed {
-			bc.mu.Unlock()
-			return
-		}
-		batch = append(batch[:0], bc.sendq...)
-		clear(bc.sendq)
-		bc.sendq = bc.sendq[:0]
-		nc := bc.nc
-		bc.mu.Unlock()
-		if len(batch) == 0 {
-			continue
-		}
-		// WriteTo consumes the slice header it is given; keep batch's backing array.
-		b := batch
-		if _, err := b.WriteTo(nc); err != nil {
-			bc.fail(fmt.Errorf("%w: %s: write: %v", ErrBookieUnavailable, bc.bookie, err), false)
-			return
-		}
-		clear(batch)
+		bc.wmu.Lock()
+		bc.writeQueued()
+		bc.wmu.Unlock()
 	}
 }
 
@@ -258,7 +285,8 @@ func (bc *bookieConn) readLoop() {
 			delete(bc.waiting, key)
 		} else {
 			bc.waiting[key] = q[1:]
-			bc.pushLocked(q[1].frame)
+			bc.sendq = append(bc.sendq, q[1].frame)
+			bc.wakeWriter()
 		}
 		r.timer.Stop()
 		bc.mu.Unlock()

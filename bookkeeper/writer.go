@@ -211,10 +211,11 @@ func (w *Writer) AppendAsync(ctx context.Context, payload []byte) (*AddFuture, e
 		return nil, fmt.Errorf("bookkeeper: append not accepted: %w", ctx.Err())
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.state != writerOpen {
 		<-w.window
-		return nil, w.stateErrLocked()
+		err := w.stateErrLocked()
+		w.mu.Unlock()
+		return nil, err
 	}
 	e := w.next
 	w.next++
@@ -226,21 +227,40 @@ func (w *Writer) AppendAsync(ctx context.Context, payload []byte) (*AddFuture, e
 	w.pending = append(w.pending, pa)
 	pa.timer = time.AfterFunc(w.c.cfg.AddTimeout, func() { w.onAddTimeout(pa) })
 	for _, idx := range pa.ws {
-		w.sendLocked(pa, idx)
+		pa.inflight |= uint64(1) << idx
+	}
+	w.mu.Unlock()
+	// Sent without w.mu held, so the socket may be written on this
+	// goroutine (see bookieConn): a write blocked on a full socket must not
+	// hold the lock the response callbacks need.
+	for _, idx := range pa.ws {
+		if err := w.c.pool.send(w.ensemble[idx], w.addRequest(pa, idx, frame), true); err != nil {
+			w.mu.Lock()
+			pa.inflight &^= uint64(1) << idx
+			if !pa.final {
+				w.scheduleResendLocked(pa, idx, err)
+			}
+			w.mu.Unlock()
+		}
 	}
 	return pa.fut, nil
 }
 
+func (w *Writer) addRequest(pa *pendingAdd, idx int, frame []byte) *bookieRequest {
+	return &bookieRequest{
+		key:     reqKey{op: proto.OpAdd, ledger: w.id, entry: pa.entryID},
+		frame:   frame,
+		timeout: w.c.cfg.RequestTimeout,
+		cb:      func(resp proto.Response, err error) { w.onAddResponse(pa, idx, resp, err) },
+	}
+}
+
+// sendLocked (re)sends pa to one bookie through the write loop (w.mu is
+// held, so no direct socket write).
 func (w *Writer) sendLocked(pa *pendingAdd, idx int) {
 	bit := uint64(1) << idx
 	pa.inflight |= bit
-	err := w.c.pool.send(w.ensemble[idx], &bookieRequest{
-		key:     reqKey{op: proto.OpAdd, ledger: w.id, entry: pa.entryID},
-		frame:   pa.frame,
-		timeout: w.c.cfg.RequestTimeout,
-		cb:      func(resp proto.Response, err error) { w.onAddResponse(pa, idx, resp, err) },
-	})
-	if err != nil {
+	if err := w.c.pool.send(w.ensemble[idx], w.addRequest(pa, idx, pa.frame), false); err != nil {
 		pa.inflight &^= bit
 		w.scheduleResendLocked(pa, idx, err)
 	}
