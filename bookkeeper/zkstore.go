@@ -320,3 +320,107 @@ func addrFromRegistration(id string, data []byte) string {
 	}
 	return id // legacy registrations carry no data: the ID is host:port
 }
+
+// InstanceID returns the cluster's <root>/INSTANCEID (written by
+// "bookkeeper shell initnewcluster"; a UUID naming this BookKeeper cluster).
+func (s *ZKStore) InstanceID(ctx context.Context) (string, error) {
+	data, _, err := zkCall(ctx, func() ([]byte, *zk.Stat, error) { return s.conn.Get(s.root + "/INSTANCEID") })
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", fmt.Errorf("%w: %s/INSTANCEID missing (cluster not initialised with initnewcluster)", ErrNoSuchLedger, s.root)
+	}
+	if err != nil {
+		return "", mapZK(err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// auxPath maps a marker name to <root>/<dir>/<name>. dir must not look like
+// a BookKeeper node: non-numeric, so ledger iteration and GC skip it.
+func (s *ZKStore) auxPath(dir, name string) (string, error) {
+	valid := func(x string) bool {
+		if x == "" || strings.ContainsAny(x, "/\x00") || x == "." || x == ".." {
+			return false
+		}
+		for _, c := range x {
+			if c < '0' || c > '9' {
+				return true
+			}
+		}
+		return false // all digits: looks like a ledger parent node
+	}
+	if !valid(dir) || !valid(name) {
+		return "", fmt.Errorf("%w: marker %q/%q", ErrInvalidArgument, dir, name)
+	}
+	switch dir {
+	case "available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long":
+		return "", fmt.Errorf("%w: %q is a BookKeeper node", ErrInvalidArgument, dir)
+	}
+	return s.root + "/" + dir + "/" + name, nil
+}
+
+// CreateMarker creates <root>/<dir>/<name> (PERSISTENT) with data if it
+// does not exist. ErrLedgerExists: it exists (nothing written); an
+// ErrMetadataUnavailable error: outcome unknown (read it back).
+func (s *ZKStore) CreateMarker(ctx context.Context, dir, name string, data []byte) error {
+	p, err := s.auxPath(dir, name)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		_, _, err := zkCall(ctx, func() (string, struct{}, error) {
+			r, err := s.conn.Create(p, data, 0, s.acl)
+			return r, struct{}{}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			if perr := s.createParents(ctx, path.Dir(p)); perr != nil {
+				return perr
+			}
+			continue
+		}
+		return mapZK(err)
+	}
+}
+
+// ReadMarker reads <root>/<dir>/<name> after a sync (linearizable).
+// ErrNoSuchLedger: it does not exist.
+func (s *ZKStore) ReadMarker(ctx context.Context, dir, name string) ([]byte, error) {
+	p, err := s.auxPath(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := zkCall(ctx, func() (string, struct{}, error) {
+		r, err := s.conn.Sync(s.root)
+		return r, struct{}{}, err
+	}); err != nil {
+		return nil, mapZK(err)
+	}
+	data, _, err := zkCall(ctx, func() ([]byte, *zk.Stat, error) { return s.conn.Get(p) })
+	if err != nil {
+		return nil, mapZK(err)
+	}
+	return data, nil
+}
+
+// DeleteMarker deletes <root>/<dir>/<name> unconditionally (tests and
+// operators; Nereus never deletes its namespace marker).
+func (s *ZKStore) DeleteMarker(ctx context.Context, dir, name string) error {
+	p, err := s.auxPath(dir, name)
+	if err != nil {
+		return err
+	}
+	_, _, err = zkCall(ctx, func() (struct{}, struct{}, error) { return struct{}{}, struct{}{}, s.conn.Delete(p, -1) })
+	return mapZK(err)
+}
+
+// WriteMarker overwrites an existing marker (tests: forging a foreign one).
+func (s *ZKStore) WriteMarker(ctx context.Context, dir, name string, data []byte) error {
+	p, err := s.auxPath(dir, name)
+	if err != nil {
+		return err
+	}
+	_, _, err = zkCall(ctx, func() (*zk.Stat, struct{}, error) {
+		st, err := s.conn.Set(p, data, -1)
+		return st, struct{}{}, err
+	})
+	return mapZK(err)
+}

@@ -40,12 +40,15 @@ type MetaStore struct {
 	readonly map[string]string
 	faults   []*metaFault
 	ops      map[MetaOp]int
+	markers  map[string][]byte
+	// instanceID is the cluster's INSTANCEID.
+	instanceID string
 }
 
 // NewMetaStore returns an empty store.
 func NewMetaStore() *MetaStore {
 	return &MetaStore{ledgers: map[int64]*znode{}, writable: map[string]string{}, readonly: map[string]string{},
-		ops: map[MetaOp]int{}}
+		ops: map[MetaOp]int{}, markers: map[string][]byte{}}
 }
 
 // AddBookie registers a writable bookie.
@@ -295,4 +298,63 @@ func (c *Cluster) Close() {
 	for _, b := range c.Bookies {
 		b.Close()
 	}
+}
+
+// SetInstanceID sets the cluster instance ID (default "fake-instance").
+func (m *MetaStore) SetInstanceID(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.instanceID = id
+}
+
+// InstanceID mirrors ZKStore.InstanceID.
+func (m *MetaStore) InstanceID(ctx context.Context) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.instanceID == "" {
+		return "fake-instance", nil
+	}
+	return m.instanceID, nil
+}
+
+// Root mirrors ZKStore.Root.
+func (m *MetaStore) Root() string { return "/ledgers" }
+
+// CreateMarker mirrors ZKStore.CreateMarker.
+func (m *MetaStore) CreateMarker(ctx context.Context, dir, name string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := dir + "/" + name
+	if _, ok := m.markers[k]; ok {
+		return fmt.Errorf("%w: marker %s", bookkeeper.ErrLedgerExists, k)
+	}
+	m.markers[k] = append([]byte(nil), data...)
+	return nil
+}
+
+// ReadMarker mirrors ZKStore.ReadMarker.
+func (m *MetaStore) ReadMarker(ctx context.Context, dir, name string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.markers[dir+"/"+name]
+	if !ok {
+		return nil, fmt.Errorf("%w: marker %s/%s", bookkeeper.ErrNoSuchLedger, dir, name)
+	}
+	return append([]byte(nil), d...), nil
+}
+
+// DeleteMarker mirrors ZKStore.DeleteMarker.
+func (m *MetaStore) DeleteMarker(ctx context.Context, dir, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.markers, dir+"/"+name)
+	return nil
+}
+
+// WriteMarker mirrors ZKStore.WriteMarker.
+func (m *MetaStore) WriteMarker(ctx context.Context, dir, name string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.markers[dir+"/"+name] = append([]byte(nil), data...)
+	return nil
 }
