@@ -69,7 +69,9 @@ type Range struct{ First, Last int64 }
 func (r Range) Contains(id int64) bool { return id >= r.First && id <= r.Last }
 
 // BlockRange returns block b's range.
-func BlockRange(b int64) Range { return Range{First: b << BlockBits, Last: b<<BlockBits + BlockSize - 1} }
+func BlockRange(b int64) Range {
+	return Range{First: b << BlockBits, Last: b<<BlockBits + BlockSize - 1}
+}
 
 // Cluster is the BookKeeper side of the proof: the cluster identity and the
 // marker znodes. *bookkeeper.ZKStore implements it (bkfake.MetaStore too).

@@ -252,7 +252,7 @@ func TestForeignLedgerInBlock(t *testing.T) {
 // Every way the proof can be wrong refuses creates and deletes.
 func TestInvalidProofs(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name    string
 		corrupt func(t *testing.T, f *fixture, r *Reservation)
 	}{
 		{"marker-deleted", func(t *testing.T, f *fixture, r *Reservation) {
