@@ -185,13 +185,16 @@ type Store interface {
 	RangeScan(ctx context.Context, min, max string, limit int) ([]Record, error)
 	// Batch runs independent operations in one round trip where the store
 	// allows. Results are in op order; each op succeeds or fails on its own.
+	// Ops on the same key take effect in op order (a Get sees an earlier
+	// Put of the batch); ops on different keys may take effect in any
+	// order and are never atomic together.
 	// A non-nil error means the round trip itself failed: then every
 	// mutating op's outcome is Unknown and the results are nil.
 	Batch(ctx context.Context, ops []Op) ([]Result, error)
 	// NewSession starts a liveness session that the store keeps alive in
 	// the background until Close; if keep-alives fail for longer than ttl
 	// the session expires, its ephemeral records are deleted, and Done is
-	// closed.
+	// closed. ttl <= 0 is ErrInvalidArgument.
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
 	// Watch delivers change notifications for keys with the given prefix,
 	// in commit order, from the time Watch returns until ctx ends. A slow
@@ -200,6 +203,8 @@ type Store interface {
 	// when ctx ends or the store closes.
 	Watch(ctx context.Context, prefix string) (<-chan Event, error)
 	// Close releases resources. Sessions opened through the store end.
+	// Later calls of any method return ErrClosed, except Close, which
+	// returns the first Close's result.
 	Close() error
 }
 

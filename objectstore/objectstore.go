@@ -44,6 +44,13 @@ var (
 	ErrInvalidArgument = errors.New("objectstore: invalid argument")
 	// ErrClosed: the store was closed; nothing was written.
 	ErrClosed = errors.New("objectstore: store closed")
+	// ErrCorrupt: stored bytes (or a backend's own metadata about them)
+	// failed their integrity check. Returned by reads instead of the bad
+	// bytes; distinct from ErrNotFound so corruption never reads as absence.
+	// Retrying re-reads the same bad bytes: stop and alert rather than spin.
+	// A mutation that returns it (it could not read the current state to
+	// check its precondition) did not apply.
+	ErrCorrupt = errors.New("objectstore: stored object failed its integrity check (corrupt)")
 )
 
 // UpdateVersion is the opaque version of one stored object, used as the CAS
@@ -98,8 +105,8 @@ type PutOptions struct {
 // GetRange belong to the caller. All methods are safe for concurrent use.
 //
 // Outcome contract: a nil error means applied. ErrAlreadyExists,
-// ErrPreconditionFailed, ErrConflict, ErrInvalidArgument, ErrNotFound and
-// ErrClosed mean definitely not applied. Any other error from a mutating call
+// ErrPreconditionFailed, ErrConflict, ErrInvalidArgument, ErrNotFound,
+// ErrCorrupt and ErrClosed mean definitely not applied. Any other error from a mutating call
 // means the outcome is unknown: the write may have landed. Callers resolve
 // unknown outcomes by re-reading (Get/Head), never by assuming.
 type ObjectStore interface {
@@ -163,7 +170,8 @@ func Classify(err error) Outcome {
 	case errors.Is(err, ErrAlreadyExists), errors.Is(err, ErrPreconditionFailed):
 		return Conflict
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidArgument),
-		errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+		errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrCorrupt):
 		return NotApplied
 	default:
 		return Unknown

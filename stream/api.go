@@ -297,12 +297,16 @@ type Storage interface {
 	// boundary.
 	Append(ctx context.Context, s Session, req AppendRequest) (AppendResult, error)
 	// AppendAsync enqueues the append and returns at once. Appends enqueued
-	// on one stream commit in call order. The request's slices must not be
-	// modified until the future resolves.
+	// on one stream commit in call order.
+	//
+	// Ownership: Append and AppendAsync take ownership of the entry payloads;
+	// the caller must never modify them afterwards (the core may keep them
+	// in its tail cache and hand them to readers).
 	AppendAsync(s Session, req AppendRequest) *AppendFuture
 
 	// Read returns committed entries starting with the entry that contains
-	// offset from. from == EndOffset returns nothing (after waiting up to
+	// offset from. Returned payloads may be shared with other readers and
+	// caches: never modify them (copy before patching headers). from == EndOffset returns nothing (after waiting up to
 	// opts.Wait); from outside [StartOffset, EndOffset] is
 	// ErrOffsetOutOfRange.
 	Read(ctx context.Context, id ID, from int64, opts ReadOptions) (ReadResult, error)

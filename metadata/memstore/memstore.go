@@ -5,18 +5,24 @@
 // It owns no durability: everything is lost with the process. It must never
 // be used where a user expects metadata to survive a restart, and it must
 // never be stronger than the real stores in ways callers could rely on
-// (notably, Batch applies ops one by one, each on its own).
+// (notably, Batch applies ops one by one, each on its own). For injected
+// latency, errors and lost responses wrap it in metadata/faultstore.
+//
+// Test hooks: ExpireSession ends a session at once; StopKeepAlive stops a
+// session's keep-alive so it expires after its TTL.
 package memstore
 
 import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/metadata/internal/kvcheck"
+	"github.com/nereusstream/nereus-go/metadata/internal/sessions"
+	"github.com/nereusstream/nereus-go/metadata/internal/watchhub"
 )
 
 type record struct {
@@ -25,30 +31,28 @@ type record struct {
 	session metadata.SessionID
 }
 
-type watcher struct {
-	prefix string
-	ch     chan metadata.Event
-	lost   bool
-}
-
 // Store is the in-memory store.
 type Store struct {
-	mu          sync.Mutex
-	records     map[string]*record
-	version     metadata.Version
-	sessions    map[metadata.SessionID]*session
+	// mu guards records, version and closed. Lock order: mu before the
+	// session table's lock (Alive is called under mu) and before the hub's.
+	mu       sync.Mutex
+	records  map[string]*record
+	version  metadata.Version
+	closed   bool
+	sessions *sessions.Table
+	hub      *watchhub.Hub
+	// nextSession is only touched by the session table under its lock.
 	nextSession metadata.SessionID
-	watchers    map[*watcher]struct{}
-	closed      bool
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{
-		records:  map[string]*record{},
-		sessions: map[metadata.SessionID]*session{},
-		watchers: map[*watcher]struct{}{},
-	}
+	s := &Store{records: map[string]*record{}, hub: watchhub.New(0)}
+	s.sessions = sessions.New(func() metadata.SessionID {
+		s.nextSession++
+		return s.nextSession
+	}, s.purgeSession)
+	return s
 }
 
 var _ metadata.Store = (*Store)(nil)
@@ -73,12 +77,17 @@ func (s *Store) Put(ctx context.Context, key string, value []byte, expected meta
 
 // PutEphemeral implements metadata.Store.
 func (s *Store) PutEphemeral(ctx context.Context, key string, value []byte, expected metadata.Version, sess metadata.SessionID) (metadata.Version, error) {
+	if sess == 0 {
+		return 0, errNoSession
+	}
 	res, err := s.Batch(ctx, []metadata.Op{{Kind: metadata.OpPut, Key: key, Value: value, Expected: expected, Session: sess}})
 	if err != nil {
 		return 0, err
 	}
 	return res[0].Version, res[0].Err
 }
+
+var errNoSession = fmt.Errorf("%w: PutEphemeral needs a session", metadata.ErrInvalidArgument)
 
 // Delete implements metadata.Store.
 func (s *Store) Delete(ctx context.Context, key string, expected metadata.Version) error {
@@ -92,6 +101,9 @@ func (s *Store) Delete(ctx context.Context, key string, expected metadata.Versio
 // RangeScan implements metadata.Store.
 func (s *Store) RangeScan(ctx context.Context, min, max string, limit int) ([]metadata.Record, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := kvcheck.ValidateRange(min, max); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -111,16 +123,17 @@ func (s *Store) RangeScan(ctx context.Context, min, max string, limit int) ([]me
 	}
 	out := make([]metadata.Record, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, s.recordOf(k, s.records[k]))
+		out = append(out, recordOf(k, s.records[k]))
 	}
 	return out, nil
 }
 
-func (s *Store) recordOf(k string, r *record) metadata.Record {
-	return metadata.Record{Key: k, Value: append([]byte(nil), r.value...), Version: r.version, Session: r.session}
+func recordOf(k string, r *record) metadata.Record {
+	return metadata.Record{Key: k, Value: append([]byte{}, r.value...), Version: r.version, Session: r.session}
 }
 
-// Batch implements metadata.Store. Ops apply one by one, each on its own.
+// Batch implements metadata.Store. Ops apply one by one, in op order, each
+// on its own.
 func (s *Store) Batch(ctx context.Context, ops []metadata.Op) ([]metadata.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -131,198 +144,107 @@ func (s *Store) Batch(ctx context.Context, ops []metadata.Op) ([]metadata.Result
 		return nil, metadata.ErrClosed
 	}
 	out := make([]metadata.Result, len(ops))
+	var events []metadata.Event
 	for i, op := range ops {
-		out[i] = s.applyLocked(op)
+		out[i] = s.applyLocked(op, &events)
 	}
+	// Published under mu, so watchers see events in commit order.
+	s.hub.Publish(events...)
 	return out, nil
 }
 
-func (s *Store) applyLocked(op metadata.Op) metadata.Result {
-	if op.Key == "" {
-		return metadata.Result{Err: fmt.Errorf("%w: empty key", metadata.ErrInvalidArgument)}
+func (s *Store) applyLocked(op metadata.Op, events *[]metadata.Event) metadata.Result {
+	if err := kvcheck.ValidateOp(op, 0); err != nil {
+		return metadata.Result{Err: err}
 	}
 	cur, exists := s.records[op.Key]
+	var curVersion metadata.Version
+	if exists {
+		curVersion = cur.version
+	}
 	switch op.Kind {
 	case metadata.OpGet:
 		if !exists {
 			return metadata.Result{Err: metadata.ErrKeyNotFound}
 		}
-		return metadata.Result{Record: s.recordOf(op.Key, cur), Version: cur.version}
+		return metadata.Result{Record: recordOf(op.Key, cur), Version: cur.version}
 	case metadata.OpPut:
-		if err := checkExpected(cur, exists, op.Expected); err != nil {
+		if err := kvcheck.CheckPut(exists, curVersion, op.Expected); err != nil {
 			return metadata.Result{Err: err}
 		}
-		if op.Session != 0 {
-			if _, ok := s.sessions[op.Session]; !ok {
-				return metadata.Result{Err: metadata.ErrSessionExpired}
-			}
+		if op.Session != 0 && !s.sessions.Alive(op.Session) {
+			return metadata.Result{Err: metadata.ErrSessionExpired}
 		}
 		s.version++
-		s.records[op.Key] = &record{value: append([]byte(nil), op.Value...), version: s.version, session: op.Session}
-		s.notifyLocked(metadata.Event{Kind: metadata.EventPut, Key: op.Key, Version: s.version})
+		s.records[op.Key] = &record{value: append([]byte{}, op.Value...), version: s.version, session: op.Session}
+		*events = append(*events, metadata.Event{Kind: metadata.EventPut, Key: op.Key, Version: s.version})
 		return metadata.Result{Version: s.version}
-	case metadata.OpDelete:
-		if !exists {
-			return metadata.Result{Err: metadata.ErrKeyNotFound}
-		}
-		if err := checkExpected(cur, exists, op.Expected); err != nil {
+	default: // OpDelete; ValidateOp rejected other kinds.
+		if err := kvcheck.CheckDelete(exists, curVersion, op.Expected); err != nil {
 			return metadata.Result{Err: err}
 		}
 		delete(s.records, op.Key)
-		s.notifyLocked(metadata.Event{Kind: metadata.EventDelete, Key: op.Key})
+		*events = append(*events, metadata.Event{Kind: metadata.EventDelete, Key: op.Key})
 		return metadata.Result{}
-	}
-	return metadata.Result{Err: fmt.Errorf("%w: op kind %d", metadata.ErrInvalidArgument, op.Kind)}
-}
-
-func checkExpected(cur *record, exists bool, expected metadata.Version) error {
-	switch {
-	case expected == metadata.AnyVersion:
-		return nil
-	case expected == metadata.NotExists:
-		if exists {
-			return fmt.Errorf("%w: key exists at version %d", metadata.ErrUnexpectedVersion, cur.version)
-		}
-		return nil
-	case !exists:
-		return fmt.Errorf("%w: %w", metadata.ErrUnexpectedVersion, metadata.ErrKeyNotFound)
-	case cur.version != expected:
-		return fmt.Errorf("%w: have %d, expected %d", metadata.ErrUnexpectedVersion, cur.version, expected)
-	}
-	return nil
-}
-
-func (s *Store) notifyLocked(ev metadata.Event) {
-	for w := range s.watchers {
-		if !strings.HasPrefix(ev.Key, w.prefix) || w.lost {
-			continue
-		}
-		select {
-		case w.ch <- ev:
-		default:
-			// The consumer is behind: tell it to resync instead of blocking
-			// every writer.
-			w.lost = true
-			select {
-			case <-w.ch:
-			default:
-			}
-			w.ch <- metadata.Event{}
-		}
 	}
 }
 
 // Watch implements metadata.Store.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan metadata.Event, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, metadata.ErrClosed
-	}
-	w := &watcher{prefix: prefix, ch: make(chan metadata.Event, 1024)}
-	s.watchers[w] = struct{}{}
-	out := make(chan metadata.Event)
-	go func() {
-		defer close(out)
-		defer func() {
-			s.mu.Lock()
-			delete(s.watchers, w)
-			s.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ch:
-				if !ok {
-					return
-				}
-				if ev.Key == "" {
-					s.mu.Lock()
-					w.lost = false
-					s.mu.Unlock()
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
-}
-
-type session struct {
-	store *Store
-	id    metadata.SessionID
-	done  chan struct{}
-	once  sync.Once
-}
-
-func (ss *session) ID() metadata.SessionID { return ss.id }
-func (ss *session) Done() <-chan struct{}  { return ss.done }
-func (ss *session) Close(ctx context.Context) error {
-	ss.store.endSession(ss)
-	return nil
+	return s.hub.Watch(ctx, prefix)
 }
 
 // NewSession implements metadata.Store. An in-memory session never misses a
-// keep-alive, so it lives until Close (or ExpireSession in tests).
+// keep-alive, so it lives until Close, ExpireSession, or ttl after
+// StopKeepAlive.
 func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (metadata.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, metadata.ErrClosed
 	}
-	s.nextSession++
-	ss := &session{store: s, id: s.nextSession, done: make(chan struct{})}
-	s.sessions[ss.id] = ss
+	ss, err := s.sessions.New(ttl)
+	if err != nil {
+		return nil, err
+	}
 	return ss, nil
 }
 
-// ExpireSession ends a session as if its keep-alives had stopped (tests).
-func (s *Store) ExpireSession(id metadata.SessionID) {
-	s.mu.Lock()
-	ss, ok := s.sessions[id]
-	s.mu.Unlock()
-	if ok {
-		s.endSession(ss)
-	}
-}
+// ExpireSession ends a session at once, as if its TTL had run out (tests).
+func (s *Store) ExpireSession(id metadata.SessionID) { s.sessions.Expire(id) }
 
-func (s *Store) endSession(ss *session) {
-	ss.once.Do(func() {
-		s.mu.Lock()
-		delete(s.sessions, ss.id)
-		for k, r := range s.records {
-			if r.session == ss.id {
-				delete(s.records, k)
-				s.notifyLocked(metadata.Event{Kind: metadata.EventDelete, Key: k})
-			}
+// StopKeepAlive stops a session's keep-alive: it expires ttl from now, its
+// ephemerals are deleted and Done closes (tests). It reports whether the
+// session was alive.
+func (s *Store) StopKeepAlive(id metadata.SessionID) bool { return s.sessions.StopKeepAlive(id) }
+
+func (s *Store) purgeSession(id metadata.SessionID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var events []metadata.Event
+	for k, r := range s.records {
+		if r.session == id {
+			delete(s.records, k)
+			events = append(events, metadata.Event{Kind: metadata.EventDelete, Key: k})
 		}
-		s.mu.Unlock()
-		close(ss.done)
-	})
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].Key < events[j].Key })
+	s.hub.Publish(events...)
+	return nil
 }
 
-// Close implements metadata.Store.
+// Close implements metadata.Store: sessions end (their ephemerals are
+// deleted), watch channels close, and every later call returns
+// metadata.ErrClosed. Closing twice returns nil.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		sessions = append(sessions, ss)
-	}
-	s.mu.Unlock()
-	for _, ss := range sessions {
-		s.endSession(ss)
-	}
+	err := s.sessions.CloseAll()
 	s.mu.Lock()
 	s.closed = true
-	for w := range s.watchers {
-		close(w.ch)
-		delete(s.watchers, w)
-	}
 	s.mu.Unlock()
-	return nil
+	s.hub.Close()
+	return err
 }

@@ -44,6 +44,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 	if err := ctx.Err(); err != nil {
 		return nil, objectstore.UpdateVersion{}, err
 	}
+	if err := objectstore.CheckKey(key); err != nil {
+		return nil, objectstore.UpdateVersion{}, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	o, ok := s.objects[key]
@@ -56,6 +59,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 // GetRange implements objectstore.ObjectStore.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := objectstore.CheckKey(key); err != nil {
 		return nil, err
 	}
 	if offset < 0 {
@@ -83,6 +89,9 @@ func (s *Store) Head(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	if err := ctx.Err(); err != nil {
 		return objectstore.ObjectInfo{}, err
 	}
+	if err := objectstore.CheckKey(key); err != nil {
+		return objectstore.ObjectInfo{}, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	o, ok := s.objects[key]
@@ -97,8 +106,8 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 	if err := ctx.Err(); err != nil {
 		return objectstore.UpdateVersion{}, err
 	}
-	if key == "" || strings.HasPrefix(key, "/") {
-		return objectstore.UpdateVersion{}, objectstore.ErrInvalidArgument
+	if err := objectstore.CheckKey(key); err != nil {
+		return objectstore.UpdateVersion{}, err
 	}
 	if opts.Mode == objectstore.PutUpdate && opts.Version.IsZero() {
 		return objectstore.UpdateVersion{}, objectstore.ErrInvalidArgument
@@ -125,6 +134,9 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 // Delete implements objectstore.ObjectStore.
 func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.UpdateVersion) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := objectstore.CheckKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()

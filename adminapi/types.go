@@ -1,0 +1,194 @@
+// Package adminapi is the wire contract of the Nereus admin REST API (the
+// JSON bodies under /v1 and /healthz on the admin HTTP port) and a small Go
+// client for it. The server package serves these types; the nereus CLI, the
+// test harness and the crash tests speak them through Client.
+//
+// It owns only the JSON shapes, the error codes and their HTTP mapping. It
+// must never import the server or any storage package: it is what an outside
+// program links to talk to a running Nereus, so it stays dependency-free.
+//
+// Offsets are the stream's logical offsets; an entry covers RecordCount
+// consecutive offsets starting at its Offset. Payloads are bytes and travel
+// base64-encoded in JSON ("payload"); "text" is a convenience for UTF-8
+// payloads when appending.
+package adminapi
+
+import "time"
+
+// Health is the body of GET /healthz. Status is "ok" while serving and
+// "draining" (with HTTP 503) once shutdown began.
+type Health struct {
+	Status string `json:"status"`
+	// Durable is false when the storage backend keeps data in memory only
+	// (acknowledged appends are lost when the process exits).
+	Durable bool `json:"durable"`
+	// Backend names the storage backend (e.g. "memory", "core").
+	Backend string `json:"backend"`
+	NodeID  string `json:"nodeId"`
+	Version string `json:"version"`
+	// Listeners maps a listener name ("http", "kafka", "pulsar") to the
+	// address it is bound to.
+	Listeners map[string]string `json:"listeners"`
+	StartedAt time.Time         `json:"startedAt"`
+}
+
+// Retention bounds a stream's history; zero fields mean unlimited.
+type Retention struct {
+	TimeMs int64 `json:"timeMs,omitempty"`
+	Bytes  int64 `json:"bytes,omitempty"`
+}
+
+// Session is the append session recorded in a stream's head.
+type Session struct {
+	Epoch          uint64    `json:"epoch"`
+	WriterID       string    `json:"writerId"`
+	AuthorityEpoch int64     `json:"authorityEpoch,omitempty"`
+	Expires        time.Time `json:"expires"`
+}
+
+// StreamInfo describes one stream (GET /v1/streams/{name}).
+type StreamInfo struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Profile    string            `json:"profile"`
+	State      string            `json:"state"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Retention  Retention         `json:"retention"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	// Offsets in [StartOffset, EndOffset) are readable; EndOffset is the
+	// offset the next append receives.
+	StartOffset    int64    `json:"startOffset"`
+	EndOffset      int64    `json:"endOffset"`
+	CommittedBytes int64    `json:"committedBytes"`
+	Session        *Session `json:"session,omitempty"`
+}
+
+// CreateStreamRequest is the body of POST /v1/streams.
+type CreateStreamRequest struct {
+	Name string `json:"name"`
+	// Profile is a storage profile name (e.g. OBJECT_WAL_ASYNC_OBJECT);
+	// empty selects the default. Fixed for the stream's lifetime.
+	Profile    string            `json:"profile,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Retention  *Retention        `json:"retention,omitempty"`
+}
+
+// ListStreamsResponse is the body of GET /v1/streams. Next, when not empty,
+// is the `after` value that continues the listing.
+type ListStreamsResponse struct {
+	Streams []StreamInfo `json:"streams"`
+	Next    string       `json:"next,omitempty"`
+}
+
+// AppendEntry is one entry to append. Exactly one of Payload and Text may be
+// set (neither means an empty payload).
+type AppendEntry struct {
+	Payload []byte  `json:"payload,omitempty"`
+	Text    *string `json:"text,omitempty"`
+	// RecordCount is how many offsets the entry covers (default 1).
+	RecordCount uint32 `json:"recordCount,omitempty"`
+	// Timestamp in Unix milliseconds (default: the server's clock).
+	Timestamp int64 `json:"timestamp,omitempty"`
+}
+
+// AppendRequest is the body of POST /v1/streams/{name}/entries. The entries
+// commit together, at consecutive offsets, or not at all.
+type AppendRequest struct {
+	Entries []AppendEntry `json:"entries"`
+	// ExpectedStart, when set, makes the append conditional on its first
+	// offset (409 OFFSET_CONFLICT otherwise).
+	ExpectedStart *int64 `json:"expectedStart,omitempty"`
+}
+
+// AppendResponse reports the committed range [Start, End) and the first
+// offset of each entry, in request order.
+type AppendResponse struct {
+	Start     int64   `json:"start"`
+	End       int64   `json:"end"`
+	Offsets   []int64 `json:"offsets"`
+	Duplicate bool    `json:"duplicate,omitempty"`
+}
+
+// ReadEntry is one committed entry.
+type ReadEntry struct {
+	Offset      int64  `json:"offset"`
+	RecordCount uint32 `json:"recordCount"`
+	Timestamp   int64  `json:"timestamp"`
+	Payload     []byte `json:"payload"`
+}
+
+// ReadResponse is the body of GET /v1/streams/{name}/entries. Next is the
+// offset to read from next; StartOffset/EndOffset are the stream's bounds
+// when the read ran.
+type ReadResponse struct {
+	Entries     []ReadEntry `json:"entries"`
+	Next        int64       `json:"next"`
+	StartOffset int64       `json:"startOffset"`
+	EndOffset   int64       `json:"endOffset"`
+}
+
+// TrimRequest is the body of POST /v1/streams/{name}/trim.
+type TrimRequest struct {
+	To int64 `json:"to"`
+}
+
+// RetentionRequest is the body of PUT /v1/streams/{name}/retention.
+type RetentionRequest struct {
+	Retention Retention `json:"retention"`
+}
+
+// ErrorBody is the body of every non-2xx response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  Code   `json:"code"`
+	// Commit is set on append failures: "not_committed" or "unknown"
+	// (the append may have committed; read the stream to find out).
+	Commit string `json:"commit,omitempty"`
+}
+
+// Code is a stable, machine-readable error code.
+type Code string
+
+// Error codes. Each maps to one HTTP status (see Status).
+const (
+	CodeInvalidArgument    Code = "INVALID_ARGUMENT"
+	CodeNotFound           Code = "NOT_FOUND"
+	CodeStreamNotFound     Code = "STREAM_NOT_FOUND"
+	CodeStreamExists       Code = "STREAM_EXISTS"
+	CodeStreamSealed       Code = "STREAM_SEALED"
+	CodeUnsupportedProfile Code = "UNSUPPORTED_PROFILE"
+	CodeFenced             Code = "FENCED"
+	CodeSessionBusy        Code = "SESSION_BUSY"
+	CodeOffsetConflict     Code = "OFFSET_CONFLICT"
+	CodeOffsetOutOfRange   Code = "OFFSET_OUT_OF_RANGE"
+	CodeOutOfOrderSequence Code = "OUT_OF_ORDER_SEQUENCE"
+	CodeProducerFenced     Code = "PRODUCER_FENCED"
+	CodeUnknownProducer    Code = "UNKNOWN_PRODUCER"
+	CodeCorrupt            Code = "CORRUPT"
+	CodeCommitUnknown      Code = "COMMIT_UNKNOWN"
+	CodeUnavailable        Code = "UNAVAILABLE"
+	CodeTooLarge           Code = "TOO_LARGE"
+	CodeInternal           Code = "INTERNAL"
+)
+
+// Status returns the HTTP status the server answers with for the code.
+func (c Code) Status() int {
+	switch c {
+	case CodeInvalidArgument, CodeUnsupportedProfile:
+		return 400
+	case CodeNotFound, CodeStreamNotFound:
+		return 404
+	case CodeStreamExists, CodeStreamSealed, CodeFenced, CodeSessionBusy, CodeOffsetConflict,
+		CodeOutOfOrderSequence, CodeProducerFenced, CodeUnknownProducer:
+		return 409
+	case CodeTooLarge:
+		return 413
+	case CodeOffsetOutOfRange:
+		return 416
+	case CodeCommitUnknown:
+		return 504
+	case CodeUnavailable:
+		return 503
+	}
+	return 500
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package testserver
+
+const raceEnabled = false

@@ -1,0 +1,364 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+// Option customises Start.
+type Option func(*options)
+
+type options struct {
+	frontends    []FrontendSpec
+	setFrontends bool
+	storage      *openedStorage
+}
+
+// WithFrontends replaces DefaultFrontends(cfg) (tests host fakes this way).
+func WithFrontends(specs ...FrontendSpec) Option {
+	return func(o *options) { o.frontends, o.setFrontends = specs, true }
+}
+
+// WithStorage serves the given storage instead of opening one from the
+// config (tests). durable is what /healthz reports. The server closes it
+// on shutdown if it implements io.Closer.
+func WithStorage(s stream.Storage, backend string, durable bool) Option {
+	return func(o *options) {
+		st := openedStorage{Storage: s, Backend: backend, Durable: durable}
+		if c, ok := s.(interface{ Close() error }); ok {
+			st.Closer = c
+		}
+		o.storage = &st
+	}
+}
+
+type runningFrontend struct {
+	spec     FrontendSpec
+	fe       Frontend
+	listener net.Listener
+	done     chan error
+}
+
+// Server is a running Nereus process: storage, the admin HTTP server and the
+// protocol front ends. Start it with Start; stop it with Shutdown.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	nodeID  string
+	storage openedStorage
+	reg     *prometheus.Registry
+	metrics *metrics
+	api     *api
+
+	httpServer   *http.Server
+	httpListener net.Listener
+	httpDone     chan error
+	frontends    []*runningFrontend
+
+	startedAt time.Time
+	draining  atomic.Bool
+	drain     chan struct{}
+	// failed receives the first unexpected listener failure.
+	failed   chan error
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// Start opens storage, binds every listener and starts serving. On error
+// everything already started is torn down.
+func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.setFrontends {
+		o.frontends = DefaultFrontends(cfg)
+	}
+	nodeID, err := loadNodeID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, logger: logger, nodeID: nodeID, reg: newRegistry(),
+		startedAt: time.Now(), drain: make(chan struct{}), failed: make(chan error, 1),
+	}
+	s.metrics = newMetrics(s.reg)
+
+	if o.storage != nil {
+		s.storage = *o.storage
+	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
+		return nil, fmt.Errorf("opening storage: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.abort()
+		}
+	}()
+	if s.storage.Durable {
+		s.metrics.durable.Set(1)
+	}
+	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain,
+		sessions: map[stream.ID]stream.Session{}}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.api.routes(mux)
+
+	// Front ends first, so a bad address fails before the admin port is up
+	// and /healthz never reports a half-started server as ready.
+	for _, spec := range o.frontends {
+		if spec.Addr == "" {
+			logger.Info("front end disabled (empty address)", "frontend", spec.Name)
+			continue
+		}
+		l, err := net.Listen("tcp", spec.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
+		}
+		fe, err := spec.New(Deps{Storage: s.storage, NodeID: nodeID, Config: cfg,
+			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr()})
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("%s front end: %w", spec.Name, err)
+		}
+		if h, ok := fe.(HTTPFrontend); ok {
+			for _, p := range spec.HTTPPatterns {
+				mux.Handle(p, h.HTTPHandler())
+			}
+		}
+		s.frontends = append(s.frontends, &runningFrontend{spec: spec, fe: fe, listener: l, done: make(chan error, 1)})
+	}
+	for _, name := range []struct{ name, addr string }{{"kafka", cfg.KafkaAddr}, {"pulsar", cfg.PulsarAddr}} {
+		if name.addr != "" && !s.hasFrontend(name.name) {
+			logger.Info("front end not built into this server yet; its address is reserved", "frontend", name.name, "addr", name.addr)
+		}
+	}
+
+	s.httpListener, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("admin HTTP listener on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.httpServer = &http.Server{
+		Handler:           s.metrics.instrument(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	s.httpDone = make(chan error, 1)
+
+	for _, rf := range s.frontends {
+		go func() {
+			err := rf.fe.Serve(rf.listener)
+			rf.done <- err
+			if !s.draining.Load() {
+				s.reportFailure(fmt.Errorf("%s front end stopped: %v", rf.spec.Name, err))
+			}
+		}()
+		s.metrics.frontendUp.WithLabelValues(rf.spec.Name).Set(1)
+		logger.Info("front end listening", "frontend", rf.spec.Name, "addr", rf.listener.Addr().String())
+	}
+	go func() {
+		err := s.httpServer.Serve(s.httpListener)
+		s.httpDone <- err
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.reportFailure(fmt.Errorf("admin HTTP server stopped: %w", err))
+		}
+	}()
+	if cfg.AddrFile != "" {
+		if err := s.writeAddrFile(cfg.AddrFile); err != nil {
+			return nil, fmt.Errorf("addr-file: %w", err)
+		}
+	}
+	logger.Info("nereus serving", "version", Version, "node_id", nodeID, "http_addr", s.HTTPAddr(),
+		"data_dir", cfg.DataDir, "storage", s.storage.Backend, "durable", s.storage.Durable)
+	return s, nil
+}
+
+func (s *Server) hasFrontend(name string) bool {
+	for _, rf := range s.frontends {
+		if rf.spec.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) reportFailure(err error) {
+	select {
+	case s.failed <- err:
+	default:
+	}
+}
+
+// Failed yields an error if a listener stopped unexpectedly; the caller
+// should then shut the server down.
+func (s *Server) Failed() <-chan error { return s.failed }
+
+// HTTPAddr is the admin HTTP address the server is bound to.
+func (s *Server) HTTPAddr() string { return s.httpListener.Addr().String() }
+
+// Registry is the Prometheus registry served on /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Listeners maps listener names to bound addresses.
+func (s *Server) Listeners() map[string]string {
+	m := map[string]string{"http": s.HTTPAddr()}
+	for _, rf := range s.frontends {
+		m[rf.spec.Name] = rf.listener.Addr().String()
+	}
+	return m
+}
+
+func (s *Server) writeAddrFile(path string) error {
+	b, err := json.Marshal(s.Listeners())
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".addr-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h := adminapi.Health{Status: "ok", Durable: s.storage.Durable, Backend: s.storage.Backend, NodeID: s.nodeID,
+		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt}
+	status := http.StatusOK
+	if s.draining.Load() {
+		h.Status, status = "draining", http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}
+
+// abort tears down a partially started server.
+func (s *Server) abort() {
+	for _, rf := range s.frontends {
+		rf.listener.Close()
+	}
+	if s.httpListener != nil {
+		s.httpListener.Close()
+	}
+	if s.storage.Closer != nil {
+		s.storage.Close()
+	}
+}
+
+// Shutdown drains the server: /healthz turns 503, listeners stop accepting,
+// long polls return, in-flight requests and front-end work finish (until ctx
+// ends, after which connections are closed), append sessions are released
+// and storage is closed last. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
+	return s.shutErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	start := time.Now()
+	s.logger.Info("draining: stop accepting, finish in-flight work", "timeout", deadlineString(ctx))
+	s.draining.Store(true)
+	s.metrics.draining.Set(1)
+	close(s.drain)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	note := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, rf := range s.frontends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rf.fe.Shutdown(ctx); err != nil {
+				note(fmt.Errorf("%s front end shutdown: %w", rf.spec.Name, err))
+			}
+			s.metrics.frontendUp.WithLabelValues(rf.spec.Name).Set(0)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.httpServer.Shutdown(ctx); err != nil {
+			// The drain deadline passed: cut the remaining connections.
+			s.httpServer.Close()
+			note(fmt.Errorf("admin HTTP shutdown: %w", err))
+		}
+	}()
+	wg.Wait()
+
+	// In-flight REST requests are done (or cut); release their sessions so
+	// another owner need not wait for the TTL.
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	s.api.releaseAll(relCtx)
+	cancel()
+
+	if s.storage.Closer != nil {
+		if err := s.storage.Close(); err != nil {
+			note(fmt.Errorf("closing storage: %w", err))
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		s.logger.Warn("shutdown finished with errors", "elapsed", time.Since(start).Round(time.Millisecond), "err", err)
+	} else {
+		s.logger.Info("shutdown complete", "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+func deadlineString(ctx context.Context) string {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d).Round(time.Millisecond).String()
+	}
+	return "none"
+}
+
+// Run starts the server and serves until ctx is cancelled (e.g. by SIGTERM)
+// or a listener fails, then drains within cfg.ShutdownTimeout.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) error {
+	s, err := Start(cfg, logger, opts...)
+	if err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutdown requested", "cause", context.Cause(ctx))
+	case runErr = <-s.Failed():
+		logger.Error("listener failed; shutting down", "err", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, s.Shutdown(sctx))
+}

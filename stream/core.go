@@ -1,0 +1,226 @@
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/provider"
+)
+
+// Config configures a Core. Zero values mean the documented defaults.
+type Config struct {
+	// Metadata is the commit authority. Required.
+	Metadata metadata.Store
+	// ObjectWAL is the provider for the OBJECT_WAL_* profiles. Streams with
+	// those profiles cannot be created without it.
+	ObjectWAL provider.Provider
+	// BookKeeperWAL is the provider for the BOOKKEEPER_* profiles. Without
+	// it, creating such a stream fails with ErrUnsupportedProfile.
+	BookKeeperWAL provider.Provider
+	// WriterID names this process as a writer (a broker ID). Default: the
+	// host name. Sessions acquired by an earlier process with the same
+	// WriterID are taken over (and fenced) immediately.
+	WriterID string
+	// SessionTTL is the default append-session lifetime without renewal
+	// (default 30s). The core renews the sessions it holds.
+	SessionTTL time.Duration
+	// TailCacheBytes bounds the in-memory cache of recently committed
+	// entries that serves tailing readers without I/O (default 64 MiB).
+	TailCacheBytes int64
+	// MaxPendingRuns bounds the committed runs a head may carry before their
+	// index entries are confirmed; beyond it the stream's appends wait for
+	// index publication (default 256).
+	MaxPendingRuns int
+	// RetentionInterval is how often retention is enforced (default 30s).
+	RetentionInterval time.Duration
+	// Logger receives lifecycle events. Default: warnings to stderr.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time
+}
+
+func (c *Config) withDefaults() error {
+	if c.Metadata == nil {
+		return fmt.Errorf("%w: Config.Metadata is required", ErrInvalidArgument)
+	}
+	if c.WriterID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "nereus"
+		}
+		c.WriterID = h
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 30 * time.Second
+	}
+	if c.TailCacheBytes <= 0 {
+		c.TailCacheBytes = 64 << 20
+	}
+	if c.MaxPendingRuns <= 0 {
+		c.MaxPendingRuns = 256
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Core is the stream core: the Storage implementation over a metadata store
+// and WAL providers. See the package doc and docs/ARCHITECTURE.md for the
+// commit protocol.
+type Core struct {
+	cfg         Config
+	meta        metadata.Store
+	incarnation string
+	log         *slog.Logger
+
+	mu     sync.Mutex
+	owners map[ID]*owner
+	closed bool
+
+	committer *committer
+	tail      *tailCache
+	watch     *headWatch
+	metrics   Metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ Storage = (*Core)(nil)
+
+// Open starts a Core. It settles the intents earlier incarnations of this
+// writer left in the providers before it returns, so every stream it then
+// serves has a settled history.
+func Open(ctx context.Context, cfg Config) (*Core, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	var inc [8]byte
+	_, _ = rand.Read(inc[:])
+	c := &Core{
+		cfg:         cfg,
+		meta:        cfg.Metadata,
+		incarnation: hex.EncodeToString(inc[:]),
+		log:         cfg.Logger,
+		owners:      map[ID]*owner{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.tail = newTailCache(cfg.TailCacheBytes)
+	c.watch = newHeadWatch(c)
+	c.committer = newCommitter(c)
+	for _, p := range c.providers() {
+		if err := p.Recover(ctx, c.settleIntent); err != nil {
+			c.cancel()
+			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)
+		}
+	}
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); c.committer.run(c.ctx) }()
+	go func() { defer c.wg.Done(); c.maintenance(c.ctx) }()
+	return c, nil
+}
+
+func (c *Core) providers() []provider.Provider {
+	var out []provider.Provider
+	if c.cfg.ObjectWAL != nil {
+		out = append(out, c.cfg.ObjectWAL)
+	}
+	if c.cfg.BookKeeperWAL != nil {
+		out = append(out, c.cfg.BookKeeperWAL)
+	}
+	return out
+}
+
+func (c *Core) providerFor(p Profile) (provider.Provider, error) {
+	var pv provider.Provider
+	if p.UsesBookKeeper() {
+		pv = c.cfg.BookKeeperWAL
+	} else {
+		pv = c.cfg.ObjectWAL
+	}
+	if pv == nil {
+		which := "the Object WAL"
+		if p.UsesBookKeeper() {
+			which = "the BookKeeper WAL (start the server with --bookkeeper-zk)"
+		}
+		return nil, fmt.Errorf("%w: %s needs %s, which is not configured", ErrUnsupportedProfile, p, which)
+	}
+	if p == BookKeeperWALSyncObject {
+		return nil, fmt.Errorf("%w: %s needs object materialization, which is not built yet", ErrUnsupportedProfile, p)
+	}
+	return pv, nil
+}
+
+func (c *Core) providerByName(name string) (provider.Provider, error) {
+	for _, p := range c.providers() {
+		if p.Name() == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("nereus/stream: no provider %q configured for a committed run", name)
+}
+
+func (c *Core) writerTag(writerID string) string { return writerID + "\x00" + c.incarnation }
+
+// Close drains in-flight appends (bounded by ctx), releases nothing
+// durable, and stops background work. Sessions are left to expire or to be
+// taken over by this writer's next incarnation.
+func (c *Core) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	owners := make([]*owner, 0, len(c.owners))
+	for _, o := range c.owners {
+		owners = append(owners, o)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, o := range owners {
+		o.drain(ctx)
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.watch.stop()
+	var errs []error
+	for _, p := range c.providers() {
+		if err := p.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Core) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func (c *Core) nowMs() int64 { return c.cfg.Now().UnixMilli() }

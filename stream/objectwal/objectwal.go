@@ -1,0 +1,624 @@
+// Package objectwal is the Object WAL provider of the stream core: one
+// replication log (package wal) per writer identity in an object store, in
+// which every flush becomes ONE segment object carrying the runs of many
+// streams, each run an Append group whose manifest RecordMeta names the run
+// (stream, session epoch/token, commit number, offsets): the durable commit
+// intent.
+//
+// It owns physical bytes and the intent log only. It must never decide that
+// a run is committed — the core's head CAS does — and it must never delete a
+// segment that holds a run the core committed or might still commit.
+//
+// Layout under Config.Prefix:
+//
+//	<Prefix>/manifest                    the wal manifest (epoch-fenced per incarnation)
+//	<Prefix>/seg/<runID>/<ordinal:016x>  segments (wal naming)
+//
+// Each run is one wal Append group: record 0 is a run header ("NRH1",
+// identity, start, end) so segments are self-describing; then
+// one record per entry: uvarint RecordCount, varint Timestamp, payload. The
+// wal frames carry a CRC32C each, and wal places the group's frames
+// contiguously, so a read fetches exactly the run's byte range (never the
+// whole segment) and verifies every frame.
+//
+// Truncation: a manifest entry is dropped once every run in it has been
+// released by the core (committed or not) or failed; a segment none of whose
+// runs was committed is then deleted. At start-up, Recover settles every run
+// left in the manifest by earlier incarnations with the core and does the
+// same.
+package objectwal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nereusstream/nereus-go/internal/bin"
+	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/stream/provider"
+	"github.com/nereusstream/nereus-go/wal"
+)
+
+// Config configures the provider. Zero values mean the documented defaults.
+type Config struct {
+	// Store holds the log. Required.
+	Store objectstore.ObjectStore
+	// Prefix is the log's key prefix, unique per writer identity (e.g.
+	// "wal/<broker-id>"). Required.
+	Prefix string
+	// FlushInterval bounds how long a run waits before its segment is
+	// sealed (default 5ms). Longer intervals mean fewer, larger PUTs.
+	FlushInterval time.Duration
+	// FlushBytes seals a segment early at this many buffered bytes
+	// (default 8 MiB).
+	FlushBytes int
+	// UploadConcurrency bounds parallel segment uploads (default 4).
+	UploadConcurrency int
+	// MaxInFlightBytes caps bytes written but not yet durable; Write blocks
+	// beyond it (default 256 MiB).
+	MaxInFlightBytes int
+	// CacheBytes bounds the decoded-run read cache (default 64 MiB).
+	CacheBytes int64
+	// TruncateInterval is how often settled manifest entries are dropped
+	// (default 100ms). The manifest is rewritten whole on every flush, so
+	// its size — the runs still unsettled or not yet truncated — is the cost
+	// of each flush; truncating often keeps it to a few rounds' worth.
+	TruncateInterval time.Duration
+	// Logger receives lifecycle events (default: warnings to stderr).
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() error {
+	if c.Store == nil || c.Prefix == "" {
+		return errors.New("objectwal: Config.Store and Config.Prefix are required")
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 5 * time.Millisecond
+	}
+	if c.FlushBytes <= 0 {
+		c.FlushBytes = 8 << 20
+	}
+	if c.UploadConcurrency <= 0 {
+		c.UploadConcurrency = 4
+	}
+	if c.MaxInFlightBytes <= 0 {
+		c.MaxInFlightBytes = 256 << 20
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 64 << 20
+	}
+	if c.TruncateInterval <= 0 {
+		c.TruncateInterval = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return nil
+}
+
+// Name is the provider name recorded in commit descriptors.
+const Name = "objectwal"
+
+// Provider is the Object WAL.
+type Provider struct {
+	cfg      Config
+	log      *slog.Logger
+	manifest *wal.Store
+	cache    *runCache
+
+	mu          sync.Mutex
+	prod        *wal.Producer
+	fatal       error
+	outstanding map[string]int // segment -> runs written, not yet released
+	committed   map[string]int // segment -> runs released as committed
+	// resolvedThrough is the highest record sequence whose Durability the
+	// waiter has processed: manifest entries at or below it are fully
+	// accounted for in outstanding/committed.
+	resolvedThrough uint64
+	resolvedAny     bool
+	recoverLimit    uint64 // entries below this are earlier incarnations'
+
+	waitQ  chan pendingWrite
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type pendingWrite struct {
+	d    *wal.Durability
+	done func(provider.Target, error)
+}
+
+// Open claims the log (fencing any earlier incarnation's producer) and
+// starts the provider.
+func Open(ctx context.Context, cfg Config) (*Provider, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		cfg: cfg, log: cfg.Logger,
+		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
+		cache:       newRunCache(cfg.CacheBytes),
+		outstanding: map[string]int{}, committed: map[string]int{},
+		waitQ: make(chan pendingWrite, 1<<14),
+	}
+	prod, err := p.newProducer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.prod = prod
+	m, _, ok, err := p.manifest.Load(ctx)
+	if err != nil {
+		_ = prod.Close(ctx)
+		return nil, fmt.Errorf("objectwal: loading manifest: %w", err)
+	}
+	if ok {
+		p.recoverLimit = m.NextSequence()
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); p.waiter() }()
+	go func() { defer p.wg.Done(); p.truncator() }()
+	return p, nil
+}
+
+func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
+	prod, err := wal.NewProducer(ctx, p.cfg.Store, wal.ProducerConfig{
+		ManifestPath:      p.cfg.Prefix + "/manifest",
+		SegmentPrefix:     p.cfg.Prefix + "/seg",
+		FlushInterval:     p.cfg.FlushInterval,
+		FlushBytes:        p.cfg.FlushBytes,
+		UploadConcurrency: p.cfg.UploadConcurrency,
+		MaxInFlightBytes:  p.cfg.MaxInFlightBytes,
+		Logger:            p.cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objectwal: claiming log %s: %w", p.cfg.Prefix, err)
+	}
+	return prod, nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Write implements provider.Provider. It blocks only for the wal producer's
+// in-flight budget (backpressure).
+func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
+	records := make([][]byte, 0, len(run.Entries)+1)
+	records = append(records, encodeRunHeader(run))
+	for _, e := range run.Entries {
+		rec := make([]byte, 0, len(e.Payload)+16)
+		rec = binary.AppendUvarint(rec, uint64(e.RecordCount))
+		rec = binary.AppendVarint(rec, e.Timestamp)
+		rec = append(rec, e.Payload...)
+		records = append(records, rec)
+	}
+	p.mu.Lock()
+	prod, fatal := p.prod, p.fatal
+	p.mu.Unlock()
+	if fatal != nil {
+		done(nil, fatal)
+		return
+	}
+	d, err := prod.Append(p.ctx, records, encodeRunMeta(run))
+	if err != nil {
+		p.onProducerError(prod, err)
+		done(nil, fmt.Errorf("objectwal: %w", err))
+		return
+	}
+	p.waitQ <- pendingWrite{d: d, done: done}
+}
+
+// waiter resolves writes in append order (which is manifest order).
+func (p *Provider) waiter() {
+	for {
+		var pw pendingWrite
+		select {
+		case pw = <-p.waitQ:
+		case <-p.ctx.Done():
+			return
+		}
+		select {
+		case <-pw.d.Done():
+		case <-p.ctx.Done():
+			pw.done(nil, errors.New("objectwal: provider closed"))
+			return
+		}
+		first, err := pw.d.Wait(p.ctx)
+		if err != nil {
+			// Unknown outcome: the core fails the append, so even if the
+			// records landed they can never be committed.
+			pw.done(nil, fmt.Errorf("objectwal: segment commit outcome unknown: %w", err))
+			continue
+		}
+		pl, ok := pw.d.Placement()
+		if !ok {
+			pw.done(nil, errors.New("objectwal: wal returned no byte placement (compressed segment?)"))
+			continue
+		}
+		t := encodeTarget(pl, pw.d.Count()-1)
+		p.mu.Lock()
+		p.outstanding[pl.Location]++
+		last := first + uint64(pw.d.Count()) - 1
+		if !p.resolvedAny || last > p.resolvedThrough {
+			p.resolvedThrough, p.resolvedAny = last, true
+		}
+		p.mu.Unlock()
+		pw.done(t, nil)
+	}
+}
+
+func (p *Provider) onProducerError(prod *wal.Producer, err error) {
+	if errors.Is(err, wal.ErrFenced) {
+		p.mu.Lock()
+		if p.fatal == nil {
+			p.fatal = fmt.Errorf("objectwal: log %s was claimed by a newer incarnation: %w", p.cfg.Prefix, err)
+			p.log.Error("object WAL fenced; this process can no longer write", "prefix", p.cfg.Prefix)
+		}
+		p.mu.Unlock()
+		return
+	}
+	if !errors.Is(err, wal.ErrHalted) {
+		return
+	}
+	// The producer stopped (e.g. uploads kept failing). Claim the log again
+	// with a fresh producer; appends fail until then.
+	p.mu.Lock()
+	if p.prod != prod || p.fatal != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.fatal = fmt.Errorf("objectwal: producer halted, reopening: %w", err)
+	p.mu.Unlock()
+	go func() {
+		for backoff := 100 * time.Millisecond; p.ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+			np, err := p.newProducer(p.ctx)
+			if err == nil {
+				p.mu.Lock()
+				p.prod, p.fatal = np, nil
+				p.mu.Unlock()
+				p.log.Warn("object WAL producer reopened", "prefix", p.cfg.Prefix)
+				return
+			}
+			if errors.Is(err, wal.ErrFenced) {
+				p.onProducerError(nil, err)
+				return
+			}
+			_ = sleep(p.ctx, backoff)
+		}
+	}()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Read implements provider.Provider.
+func (p *Provider) Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
+	tg, err := decodeTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	entries, ok := p.cache.get(string(target))
+	if !ok {
+		raw, err := p.cfg.Store.GetRange(ctx, tg.location, tg.offset, tg.length)
+		switch {
+		case errors.Is(err, objectstore.ErrNotFound):
+			return nil, fmt.Errorf("%w: segment %s", provider.ErrNotFound, tg.location)
+		case errors.Is(err, objectstore.ErrCorrupt):
+			return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
+		case err != nil:
+			return nil, err
+		}
+		if int64(len(raw)) != tg.length {
+			return nil, fmt.Errorf("%w: segment %s is shorter than the run's range", provider.ErrCorrupt, tg.location)
+		}
+		entries, err = decodeRun(raw, runStart)
+		if err != nil {
+			return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
+		}
+		p.cache.put(string(target), entries)
+	}
+	var out []provider.ReadEntry
+	size := 0
+	for _, e := range entries {
+		if e.Offset+int64(e.RecordCount) <= from {
+			continue
+		}
+		if len(out) > 0 && size+len(e.Payload) > maxBytes {
+			break
+		}
+		out = append(out, e)
+		size += len(e.Payload)
+	}
+	return out, nil
+}
+
+// Release implements provider.Provider.
+func (p *Provider) Release(target provider.Target, committed bool) {
+	tg, err := decodeTarget(target)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outstanding[tg.location]--; p.outstanding[tg.location] <= 0 {
+		delete(p.outstanding, tg.location)
+	}
+	if committed {
+		p.committed[tg.location]++
+	} else {
+		p.cache.drop(string(target))
+	}
+}
+
+// Recover implements provider.Provider.
+func (p *Provider) Recover(ctx context.Context, settle func(context.Context, provider.Intent) (bool, error)) error {
+	m, _, ok, err := p.manifest.Load(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	entries, err := m.Entries()
+	if err != nil {
+		return err
+	}
+	settled := 0
+	for _, e := range entries {
+		if e.Sequence >= p.recoverLimit {
+			break
+		}
+		anyCommitted := false
+		for _, md := range e.Metadata {
+			run, err := decodeRunMeta(md.Payload)
+			if err != nil {
+				return fmt.Errorf("objectwal: intent in %s: %w", e.Location, err)
+			}
+			committed, err := settle(ctx, provider.Intent{Run: run})
+			if err != nil {
+				return err
+			}
+			anyCommitted = anyCommitted || committed
+			settled++
+		}
+		if anyCommitted {
+			p.mu.Lock()
+			p.committed[e.Location]++
+			p.mu.Unlock()
+		}
+	}
+	if settled > 0 {
+		p.log.Info("settled intents of earlier incarnations", "prefix", p.cfg.Prefix, "runs", settled)
+	}
+	if p.recoverLimit > 0 {
+		return p.truncate(ctx, p.recoverLimit-1)
+	}
+	return nil
+}
+
+// truncator periodically drops manifest entries whose runs are all settled.
+func (p *Provider) truncator() {
+	t := time.NewTicker(p.cfg.TruncateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		limit, any := p.resolvedThrough, p.resolvedAny
+		p.mu.Unlock()
+		if !any {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		if err := p.truncate(ctx, limit); err != nil && p.ctx.Err() == nil {
+			p.log.Warn("manifest truncation failed", "prefix", p.cfg.Prefix, "err", err)
+		}
+		cancel()
+	}
+}
+
+// truncate drops the prefix of manifest entries that end at or below limit
+// and hold no outstanding run, then deletes the segments among them that
+// hold no committed run.
+func (p *Provider) truncate(ctx context.Context, limit uint64) error {
+	for attempt := 0; attempt < 8; attempt++ {
+		m, version, ok, err := p.manifest.Load(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		entries, err := m.Entries()
+		if err != nil {
+			return err
+		}
+		var through uint64
+		var drop []wal.Entry
+		p.mu.Lock()
+		for _, e := range entries {
+			if e.End()-1 > limit || p.outstanding[e.Location] > 0 {
+				break
+			}
+			through = e.End() - 1
+			drop = append(drop, e)
+		}
+		p.mu.Unlock()
+		if len(drop) == 0 {
+			return nil
+		}
+		if _, err := m.TruncateThrough(through); err != nil {
+			return err
+		}
+		err = p.manifest.Commit(ctx, m, version)
+		if errors.Is(err, objectstore.ErrPreconditionFailed) {
+			continue // the producer committed meanwhile: reload and re-plan
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range drop {
+			p.mu.Lock()
+			keep := p.committed[e.Location] > 0
+			delete(p.committed, e.Location)
+			p.mu.Unlock()
+			if keep {
+				continue // referenced by the offset index
+			}
+			if err := p.cfg.Store.Delete(ctx, e.Location, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+				p.log.Warn("deleting garbage segment failed", "segment", e.Location, "err", err)
+			}
+		}
+		return nil
+	}
+	return errors.New("objectwal: manifest truncation kept losing the CAS race")
+}
+
+// Close implements provider.Provider.
+func (p *Provider) Close(ctx context.Context) error {
+	p.mu.Lock()
+	prod := p.prod
+	p.mu.Unlock()
+	err := prod.Close(ctx)
+	p.cancel()
+	p.wg.Wait()
+	// Anything still queued never resolved: the core treats those appends
+	// as unknown and the next incarnation settles them.
+	for {
+		select {
+		case pw := <-p.waitQ:
+			pw.done(nil, errors.New("objectwal: provider closed"))
+		default:
+			return err
+		}
+	}
+}
+
+// --- encodings ---
+
+const (
+	runHeaderMagic = "NRH1"
+	runMetaV1      = 1
+	targetV1       = 1
+)
+
+// encodeRunMeta is the manifest RecordMeta payload: the run's identity and
+// offsets, i.e. the commit intent.
+func encodeRunMeta(run provider.Run) []byte {
+	w := bin.Writer{}
+	w.U8(runMetaV1)
+	w.U64(run.Stream)
+	w.Uvarint(run.Epoch)
+	w.U64(run.Token)
+	w.Uvarint(run.Commit)
+	w.Varint(run.Start)
+	w.Varint(run.End())
+	return w.Seal()
+}
+
+func decodeRunMeta(b []byte) (provider.Run, error) {
+	body, err := bin.Open(b)
+	if err != nil {
+		return provider.Run{}, err
+	}
+	r := bin.Reader{B: body}
+	if v := r.U8(); v != runMetaV1 {
+		return provider.Run{}, fmt.Errorf("run meta version %d", v)
+	}
+	run := provider.Run{Stream: r.U64(), Epoch: r.Uvarint(), Token: r.U64(), Commit: r.Uvarint(), Start: r.Varint()}
+	end := r.Varint()
+	if err := r.Done(); err != nil || end <= run.Start {
+		return provider.Run{}, bin.ErrCorrupt
+	}
+	run.Entries = []provider.Entry{{RecordCount: uint32(end - run.Start)}}
+	return run, nil
+}
+
+func encodeRunHeader(run provider.Run) []byte {
+	w := bin.Writer{}
+	w.Raw([]byte(runHeaderMagic))
+	w.U64(run.Stream)
+	w.Uvarint(run.Epoch)
+	w.U64(run.Token)
+	w.Uvarint(run.Commit)
+	w.Varint(run.Start)
+	w.Varint(run.End())
+	return w.B
+}
+
+// decodeRun decodes a run's frames (header + entries).
+func decodeRun(raw []byte, runStart int64) ([]provider.ReadEntry, error) {
+	frames, err := wal.DecodeFrames(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(frames) == 0 || len(frames[0]) < len(runHeaderMagic) || string(frames[0][:4]) != runHeaderMagic {
+		return nil, errors.New("missing run header")
+	}
+	hr := bin.Reader{B: frames[0][4:]}
+	hr.U64()
+	hr.Uvarint()
+	hr.U64()
+	hr.Uvarint()
+	start, end := hr.Varint(), hr.Varint()
+	if hr.Done() != nil || start != runStart {
+		return nil, fmt.Errorf("run header says [%d, %d), descriptor says start %d", start, end, runStart)
+	}
+	out := make([]provider.ReadEntry, 0, len(frames)-1)
+	off := start
+	for _, f := range frames[1:] {
+		n, k := binary.Uvarint(f)
+		if k <= 0 || n == 0 || n > 1<<31 {
+			return nil, errors.New("bad entry record count")
+		}
+		ts, k2 := binary.Varint(f[k:])
+		if k2 <= 0 {
+			return nil, errors.New("bad entry timestamp")
+		}
+		out = append(out, provider.ReadEntry{Offset: off, RecordCount: uint32(n), Timestamp: ts, Payload: f[k+k2:]})
+		off += int64(n)
+	}
+	if off != end {
+		return nil, fmt.Errorf("entries cover [%d, %d), header says end %d", start, off, end)
+	}
+	return out, nil
+}
+
+type target struct {
+	location       string
+	offset, length int64
+	entries        int
+}
+
+func encodeTarget(pl wal.Placement, entries int) provider.Target {
+	w := bin.Writer{}
+	w.U8(targetV1)
+	w.String(pl.Location)
+	w.Uvarint(uint64(pl.Offset))
+	w.Uvarint(uint64(pl.Length))
+	w.Uvarint(uint64(entries))
+	return w.B
+}
+
+func decodeTarget(b provider.Target) (target, error) {
+	r := bin.Reader{B: b}
+	if v := r.U8(); v != targetV1 {
+		return target{}, fmt.Errorf("%w: objectwal target version %d", provider.ErrCorrupt, v)
+	}
+	t := target{location: r.String(), offset: int64(r.Uvarint()), length: int64(r.Uvarint()), entries: int(r.Uvarint())}
+	if err := r.Done(); err != nil || t.length <= 0 || t.location == "" {
+		return target{}, fmt.Errorf("%w: objectwal target", provider.ErrCorrupt)
+	}
+	return t, nil
+}

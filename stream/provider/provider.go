@@ -1,0 +1,105 @@
+// Package provider is the contract between the stream core and a primary WAL
+// (the Object WAL on package wal, the BookKeeper WAL): how a run of one
+// stream's entries becomes durable bytes, and how committed runs are read
+// back.
+//
+// A provider owns physical bytes only. It must never decide logical
+// visibility: a Write that completed is durable, not committed; the core
+// commits it by a head CAS and may still discard it (fencing, an earlier
+// failure of the same stream). A provider must never reinterpret offsets: it
+// stores the run's first offset and each entry's record count so reads can
+// report offsets, nothing more.
+package provider
+
+import (
+	"context"
+	"errors"
+)
+
+// Entry is one protocol entry as stored: a payload covering RecordCount
+// consecutive offsets, with its maximum event time.
+type Entry struct {
+	Payload     []byte
+	RecordCount uint32
+	Timestamp   int64
+}
+
+// Run is a contiguous run of one stream's entries written under one append
+// session: entry i covers offsets starting at Start + sum(RecordCount[0:i]).
+type Run struct {
+	Stream uint64
+	// Epoch and Token identify the append session that wrote the run.
+	Epoch uint64
+	Token uint64
+	// Commit numbers the run within its session (1, 2, ...); with Epoch and
+	// Token it identifies the run uniquely across the stream's history.
+	Commit  uint64
+	Start   int64
+	Entries []Entry
+}
+
+// End is the exclusive end offset of the run.
+func (r Run) End() int64 {
+	end := r.Start
+	for _, e := range r.Entries {
+		end += int64(e.RecordCount)
+	}
+	return end
+}
+
+// Target is a provider-encoded physical location of a durable run (segment
+// and byte range, ledger and entry range). The core stores it in its commit
+// descriptors without interpreting it.
+type Target []byte
+
+// ReadEntry is one entry read back with the offset of its first record.
+type ReadEntry struct {
+	Offset      int64
+	RecordCount uint32
+	Timestamp   int64
+	Payload     []byte
+}
+
+// Intent is a run a previous incarnation of this provider made durable whose
+// commit the core must settle before the provider reclaims it.
+type Intent struct {
+	Run    Run // Entries carry RecordCount only (no payloads), so Run.End works
+	Target Target
+}
+
+// ErrCorrupt marks stored bytes that failed their checksum.
+var ErrCorrupt = errors.New("nereus/provider: stored data failed its checksum")
+
+// ErrNotFound marks a target whose bytes no longer exist.
+var ErrNotFound = errors.New("nereus/provider: target not found")
+
+// Provider is a primary WAL.
+type Provider interface {
+	// Name identifies the provider kind in targets and logs ("objectwal",
+	// "bookkeeper").
+	Name() string
+	// Write makes the run durable and calls done exactly once with its target
+	// or an error. Writes of one stream complete in submission order. done
+	// may run on a provider goroutine and must not block.
+	Write(run Run, done func(Target, error))
+	// Read returns the run's entries whose range ends after `from`, in
+	// order, stopping once maxBytes of payload have been gathered (at least
+	// one entry is always returned). runStart is the run's first offset.
+	Read(ctx context.Context, target Target, runStart, from int64, maxBytes int) ([]ReadEntry, error)
+	// Recover lists intents left by earlier incarnations (e.g. a crashed
+	// process with the same broker identity) and, for each, asks settle
+	// whether it is committed. Once every intent is settled the provider may
+	// forget the uncommitted ones. It is called once at start-up, after the
+	// provider fenced its predecessors.
+	Recover(ctx context.Context, settle func(ctx context.Context, in Intent) (committed bool, err error)) error
+	// Release tells the provider the core has settled a run it wrote
+	// successfully: committed (the offset index references the target from
+	// now on) or not committed (its bytes are garbage). It is called at most
+	// once per successful Write, never for runs whose outcome the core could
+	// not settle (those stay intents for the next incarnation's Recover).
+	// Providers use it to truncate their own intent logs and to reclaim
+	// space; it must not block.
+	Release(target Target, committed bool)
+	// Close stops the provider; pending writes fail.
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,248 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nereusstream/nereus-go/stream/provider"
+)
+
+const (
+	defaultReadBytes   = 1 << 20
+	defaultReadEntries = 1000
+)
+
+// Read implements Storage. Only committed entries are ever returned: the
+// bounds come from a committed head (the owner's, or the store's), and
+// every run read is located through that head's Pending list or the offset
+// index, both of which only ever name committed runs.
+func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (ReadResult, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = defaultReadBytes
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = defaultReadEntries
+	}
+	var deadline <-chan time.Time
+	if opts.Wait > 0 {
+		t := time.NewTimer(opts.Wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		// Take the change channel before the head so a commit between the
+		// two cannot be missed.
+		_, changed, err := c.Notify(ctx, id)
+		if err != nil {
+			return ReadResult{}, err
+		}
+		h, _, err := c.readHeadView(ctx, id)
+		if err != nil {
+			return ReadResult{}, err
+		}
+		res := ReadResult{StartOffset: h.Start, EndOffset: h.End, Next: from}
+		if from < h.Start || from > h.End {
+			return res, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, h.Start, h.End)
+		}
+		if from < h.End {
+			entries, err := c.readEntries(ctx, h, from, opts)
+			if err != nil {
+				return res, err
+			}
+			res.Entries = entries
+			if n := len(entries); n > 0 {
+				res.Next = entries[n-1].Offset + int64(entries[n-1].RecordCount)
+			}
+			c.metrics.reads.Add(1)
+			return res, nil
+		}
+		if deadline == nil {
+			return res, nil
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return res, nil
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+}
+
+func toReadEntries(in []provider.ReadEntry) []ReadEntry {
+	out := make([]ReadEntry, len(in))
+	for i, e := range in {
+		out[i] = ReadEntry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}
+	}
+	return out
+}
+
+// readEntries gathers committed entries from `from` (< h.End) within the
+// read limits: from the tail cache when it covers `from`, otherwise from the
+// WAL runs that the head and index locate.
+func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) ([]ReadEntry, error) {
+	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
+		c.metrics.tailHits.Add(1)
+		return toReadEntries(got), nil
+	}
+	var out []ReadEntry
+	size := 0
+	next := from
+	for next < h.End && len(out) < opts.MaxEntries && size < opts.MaxBytes {
+		runs, err := c.runsFrom(ctx, h, next, 8)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("nereus/stream: no committed run covers offset %d of %v (index damaged?)", next, h.ID)
+		}
+		for _, d := range runs {
+			if d.Start > next {
+				return nil, fmt.Errorf("nereus/stream: offset index gap at %d of %v (next run starts at %d)", next, h.ID, d.Start)
+			}
+			p, err := c.providerByName(d.Provider)
+			if err != nil {
+				return nil, err
+			}
+			for i, pt := range d.Parts {
+				if d.partEnd(i) <= next {
+					continue
+				}
+				entries, err := p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
+				if err != nil {
+					if errors.Is(err, provider.ErrCorrupt) {
+						return nil, fmt.Errorf("%w: %v offset %d: %w", ErrCorrupt, h.ID, next, err)
+					}
+					return nil, err
+				}
+				c.metrics.walReads.Add(1)
+				for _, e := range entries {
+					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
+						continue
+					}
+					if len(out) > 0 && (size+len(e.Payload) > opts.MaxBytes || len(out) >= opts.MaxEntries) {
+						return out, nil
+					}
+					out = append(out, ReadEntry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload})
+					size += len(e.Payload)
+					next = e.Offset + int64(e.RecordCount)
+				}
+				if next < d.partEnd(i) {
+					return out, nil // the provider stopped at the byte limit
+				}
+				if len(out) >= opts.MaxEntries || size >= opts.MaxBytes {
+					return out, nil
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// runsFrom returns up to limit committed runs in offset order, the first
+// being the one that contains offset `from`. Runs ending at or before
+// h.IndexedThrough are in the offset index; later ones are in h.Pending.
+func (c *Core) runsFrom(ctx context.Context, h *head, from int64, limit int) ([]descriptor, error) {
+	var out []descriptor
+	if from < h.IndexedThrough {
+		recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, from+1), indexKey(h.ID, h.IndexedThrough+1), limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			d, err := decodeIndexRecord(r.Value)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
+	}
+	for _, d := range h.Pending {
+		if len(out) >= limit {
+			break
+		}
+		if d.End > from && d.End > h.IndexedThrough {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// runContaining returns the committed run containing offset o (< h.End).
+func (c *Core) runContaining(ctx context.Context, h *head, o int64) (descriptor, error) {
+	runs, err := c.runsFrom(ctx, h, o, 1)
+	if err != nil {
+		return descriptor{}, err
+	}
+	if len(runs) == 0 || runs[0].Start > o {
+		return descriptor{}, fmt.Errorf("nereus/stream: no committed run covers offset %d of %v", o, h.ID)
+	}
+	return runs[0], nil
+}
+
+// bytesBefore is the cumulative payload size before the run containing to.
+func (c *Core) bytesBefore(ctx context.Context, h *head, to int64) (int64, error) {
+	if to >= h.End {
+		return h.CommittedBytes, nil
+	}
+	d, err := c.runContaining(ctx, h, to)
+	if err != nil {
+		return 0, err
+	}
+	return d.CumBytes - d.Bytes, nil
+}
+
+// Notify implements Storage.
+func (c *Core) Notify(ctx context.Context, id ID) (int64, <-chan struct{}, error) {
+	if o := c.owner(id); o != nil {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.head.End, o.changed, nil
+	}
+	ch, err := c.watch.channel(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	h, _, err := c.readHeadView(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return h.End, ch, nil
+}
+
+// OffsetForTimestamp implements Storage: it walks committed runs from the
+// start offset to the first whose maximum timestamp reaches ts, then finds
+// the first such entry inside it.
+func (c *Core) OffsetForTimestamp(ctx context.Context, id ID, ts int64) (int64, error) {
+	h, _, err := c.readHeadView(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	next := h.Start
+	for next < h.End {
+		runs, err := c.runsFrom(ctx, h, next, 256)
+		if err != nil {
+			return 0, err
+		}
+		if len(runs) == 0 {
+			break
+		}
+		for _, d := range runs {
+			if d.MaxTS >= ts {
+				entries, err := c.readEntries(ctx, h, max(d.Start, next), ReadOptions{MaxBytes: 1 << 30, MaxEntries: int(d.Entries) + 1})
+				if err != nil {
+					return 0, err
+				}
+				for _, e := range entries {
+					if e.Timestamp >= ts {
+						return max(e.Offset, h.Start), nil
+					}
+				}
+			}
+			next = d.End
+		}
+	}
+	return h.End, nil
+}

@@ -1,0 +1,384 @@
+package stream
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nereusstream/nereus-go/internal/bin"
+	"github.com/nereusstream/nereus-go/stream/internal/dedup"
+)
+
+// Metadata key layout. Every stream-scoped key is prefixed by the stream ID
+// so a store that shards by key prefix keeps a stream's records together.
+//
+//	s/n/<name>                    name record: the stream's creation spec (create-only)
+//	s/h/<id:016x>                 head: the commit point (version-CAS)
+//	s/i/<id:016x>/<end:020d>      offset index: one committed run descriptor per key
+//
+// The index key is the run's exclusive end offset, zero-padded, so a scan
+// starting just past an offset finds the run that contains it first.
+const (
+	nameKeyPrefix  = "s/n/"
+	headKeyPrefix  = "s/h/"
+	indexKeyPrefix = "s/i/"
+)
+
+func nameKey(name string) string { return nameKeyPrefix + name }
+func headKey(id ID) string       { return headKeyPrefix + id.String() }
+func indexPrefix(id ID) string   { return indexKeyPrefix + id.String() + "/" }
+func indexKey(id ID, end int64) string {
+	return indexPrefix(id) + fmt.Sprintf("%020d", end)
+}
+
+func parseHeadKey(key string) (ID, bool) {
+	if len(key) != len(headKeyPrefix)+16 || key[:len(headKeyPrefix)] != headKeyPrefix {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(key[len(headKeyPrefix):], 16, 64)
+	return ID(v), err == nil
+}
+
+// Record format versions. Readers accept the current version only until a
+// second one exists; then N and N-1 (see docs/ARCHITECTURE.md).
+const (
+	nameRecordV1 = 1
+	headRecordV1 = 1
+	descRecordV1 = 1
+)
+
+// nameRecord is the creation spec. Putting it create-only is the atomic
+// creation point: the head is derived from it and created lazily by whoever
+// finds it missing.
+type nameRecord struct {
+	ID         ID
+	Name       string
+	Profile    Profile
+	CreatedMs  int64
+	Attributes map[string]string
+	Retention  Retention
+}
+
+func (r nameRecord) encode() []byte {
+	w := bin.Writer{}
+	w.U8(nameRecordV1)
+	w.U64(uint64(r.ID))
+	w.String(r.Name)
+	w.U8(uint8(r.Profile))
+	w.Varint(r.CreatedMs)
+	encodeAttrs(&w, r.Attributes)
+	w.Varint(int64(r.Retention.Time / time.Millisecond))
+	w.Varint(r.Retention.Bytes)
+	return w.Seal()
+}
+
+func decodeNameRecord(b []byte) (nameRecord, error) {
+	body, err := bin.Open(b)
+	if err != nil {
+		return nameRecord{}, fmt.Errorf("%w: name record: %w", ErrCorrupt, err)
+	}
+	r := bin.Reader{B: body}
+	if v := r.U8(); v != nameRecordV1 {
+		return nameRecord{}, fmt.Errorf("%w: name record version %d", ErrCorrupt, v)
+	}
+	out := nameRecord{ID: ID(r.U64()), Name: r.String(), Profile: Profile(r.U8()), CreatedMs: r.Varint()}
+	out.Attributes = decodeAttrs(&r)
+	out.Retention = Retention{Time: time.Duration(r.Varint()) * time.Millisecond, Bytes: r.Varint()}
+	if err := r.Done(); err != nil {
+		return nameRecord{}, fmt.Errorf("%w: name record: %w", ErrCorrupt, err)
+	}
+	return out, nil
+}
+
+func encodeAttrs(w *bin.Writer, attrs map[string]string) {
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	w.Uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		w.String(k)
+		w.String(attrs[k])
+	}
+}
+
+func decodeAttrs(r *bin.Reader) map[string]string {
+	n := r.Len(1 << 16)
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		k := r.String()
+		out[k] = r.String()
+	}
+	return out
+}
+
+// descriptor is a commit: the runs of one stream committed by one head CAS,
+// which are contiguous in offsets. It is the commit intent made durable:
+// first inside the head (Pending) by the commit CAS itself, then in the
+// offset index. Each part is one run's physical location (a WAL provider
+// target); part i covers [Parts[i].Start, Parts[i+1].Start), the last part
+// up to End. Merging a round's runs into one descriptor keeps metadata writes
+// at one index entry per stream per commit round, however deep the pipeline.
+type descriptor struct {
+	Start, End int64
+	Entries    uint32
+	// Bytes is the payload size of the commit; CumBytes the stream's
+	// cumulative committed payload size at End (drives size retention).
+	Bytes, CumBytes int64
+	MinTS, MaxTS    int64
+	// Epoch and Token identify the writing session; the runs carry commit
+	// numbers FirstCommit..Commit of it. Resolving an unknown commit outcome
+	// looks for exactly these identities.
+	Epoch, Token        uint64
+	FirstCommit, Commit uint64
+	// Generation is the physical generation the parts belong to: 0 for WAL
+	// runs. Materialization will publish higher generations for the same
+	// offsets without changing them.
+	Generation uint32
+	Provider   string
+	Parts      []part
+}
+
+// part is one run's location inside a descriptor.
+type part struct {
+	Start  int64
+	Target []byte
+}
+
+// runID identifies one run: its session and commit number.
+type runID struct {
+	Epoch, Token, Commit uint64
+}
+
+func (d descriptor) contains(id runID) bool {
+	return d.Epoch == id.Epoch && d.Token == id.Token && d.FirstCommit <= id.Commit && id.Commit <= d.Commit
+}
+
+// partEnd is the exclusive end offset of part i.
+func (d descriptor) partEnd(i int) int64 {
+	if i+1 < len(d.Parts) {
+		return d.Parts[i+1].Start
+	}
+	return d.End
+}
+
+func (d descriptor) encodeTo(w *bin.Writer) {
+	w.Varint(d.Start)
+	w.Varint(d.End)
+	w.Uvarint(uint64(d.Entries))
+	w.Varint(d.Bytes)
+	w.Varint(d.CumBytes)
+	w.Varint(d.MinTS)
+	w.Varint(d.MaxTS)
+	w.Uvarint(d.Epoch)
+	w.U64(d.Token)
+	w.Uvarint(d.FirstCommit)
+	w.Uvarint(d.Commit)
+	w.Uvarint(uint64(d.Generation))
+	w.String(d.Provider)
+	w.Uvarint(uint64(len(d.Parts)))
+	for _, p := range d.Parts {
+		w.Varint(p.Start)
+		w.Bytes(p.Target)
+	}
+}
+
+func decodeDescriptorFrom(r *bin.Reader) descriptor {
+	d := descriptor{Start: r.Varint(), End: r.Varint(), Entries: uint32(r.Uvarint()), Bytes: r.Varint(), CumBytes: r.Varint(),
+		MinTS: r.Varint(), MaxTS: r.Varint(), Epoch: r.Uvarint(), Token: r.U64(), FirstCommit: r.Uvarint(), Commit: r.Uvarint(),
+		Generation: uint32(r.Uvarint()), Provider: r.String()}
+	n := r.Len(1 << 16)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		d.Parts = append(d.Parts, part{Start: r.Varint(), Target: append([]byte(nil), r.Bytes()...)})
+	}
+	if r.Err() == nil && !d.valid() {
+		r.Rest()
+		return descriptor{}
+	}
+	return d
+}
+
+// valid checks the structural invariants: a non-empty range, parts that
+// start at Start and ascend strictly inside it.
+func (d descriptor) valid() bool {
+	if d.Start < 0 || d.End <= d.Start || len(d.Parts) == 0 || d.Parts[0].Start != d.Start || d.FirstCommit > d.Commit {
+		return false
+	}
+	for i := 1; i < len(d.Parts); i++ {
+		if d.Parts[i].Start <= d.Parts[i-1].Start || d.Parts[i].Start >= d.End {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeIndexRecord is the value of an offset-index key.
+func (d descriptor) encodeIndexRecord() []byte {
+	w := bin.Writer{}
+	w.U8(descRecordV1)
+	d.encodeTo(&w)
+	return w.Seal()
+}
+
+func decodeIndexRecord(b []byte) (descriptor, error) {
+	body, err := bin.Open(b)
+	if err != nil {
+		return descriptor{}, fmt.Errorf("%w: index record: %w", ErrCorrupt, err)
+	}
+	r := bin.Reader{B: body}
+	if v := r.U8(); v != descRecordV1 {
+		return descriptor{}, fmt.Errorf("%w: index record version %d", ErrCorrupt, v)
+	}
+	d := decodeDescriptorFrom(&r)
+	if err := r.Done(); err != nil || !d.valid() {
+		return descriptor{}, fmt.Errorf("%w: index record", ErrCorrupt)
+	}
+	return d, nil
+}
+
+// sessionRecord is the append session stored in the head, so the same CAS
+// that commits an append also validates the session that made it.
+type sessionRecord struct {
+	Epoch uint64
+	Token uint64
+	// Writer is "<WriterID>\x00<incarnation>": the incarnation distinguishes
+	// a restarted process from the one it replaces.
+	Writer    string
+	Authority int64
+	ExpiresMs int64
+}
+
+// head is the per-stream commit point. Invariants:
+//   - 0 <= Start <= End; offsets [Start, End) are readable.
+//   - Pending is sorted, contiguous, and every committed run with
+//     End > IndexedThrough is in Pending; every committed run with
+//     End <= IndexedThrough is in the offset index (or trimmed).
+//   - Session.Epoch only grows.
+type head struct {
+	ID             ID
+	Name           string
+	Profile        Profile
+	State          State
+	CreatedMs      int64
+	Attributes     map[string]string
+	Retention      Retention
+	Start, End     int64
+	CommittedBytes int64
+	// StartBytes is the cumulative payload size before Start (at run
+	// granularity), so retained size = CommittedBytes - StartBytes.
+	StartBytes     int64
+	Session        sessionRecord
+	Commits        uint64 // runs committed under the current session
+	IndexedThrough int64
+	Pending        []descriptor
+	Producers      *dedup.Table
+}
+
+func newHead(nr nameRecord) *head {
+	return &head{ID: nr.ID, Name: nr.Name, Profile: nr.Profile, State: StateActive, CreatedMs: nr.CreatedMs,
+		Attributes: nr.Attributes, Retention: nr.Retention, Producers: dedup.New()}
+}
+
+func (h *head) clone() *head {
+	c := *h
+	c.Pending = append([]descriptor(nil), h.Pending...)
+	c.Producers = h.Producers.Clone()
+	return &c
+}
+
+func (h *head) info() Info {
+	var attrs map[string]string
+	if h.Attributes != nil {
+		attrs = make(map[string]string, len(h.Attributes))
+		for k, v := range h.Attributes {
+			attrs[k] = v
+		}
+	}
+	writer := h.Session.Writer
+	for i := 0; i < len(writer); i++ {
+		if writer[i] == 0 {
+			writer = writer[:i]
+			break
+		}
+	}
+	si := SessionInfo{Epoch: h.Session.Epoch, WriterID: writer, AuthorityEpoch: h.Session.Authority}
+	if h.Session.ExpiresMs > 0 {
+		si.Expires = time.UnixMilli(h.Session.ExpiresMs)
+	}
+	return Info{ID: h.ID, Name: h.Name, Profile: h.Profile, State: h.State, Attributes: attrs, Retention: h.Retention,
+		CreatedAt: time.UnixMilli(h.CreatedMs), StartOffset: h.Start, EndOffset: h.End, CommittedBytes: h.CommittedBytes,
+		Session: si}
+}
+
+func (h *head) encode() []byte {
+	w := bin.Writer{B: make([]byte, 0, 256+len(h.Pending)*64)}
+	w.U8(headRecordV1)
+	w.U64(uint64(h.ID))
+	w.String(h.Name)
+	w.U8(uint8(h.Profile))
+	w.U8(uint8(h.State))
+	w.Varint(h.CreatedMs)
+	encodeAttrs(&w, h.Attributes)
+	w.Varint(int64(h.Retention.Time / time.Millisecond))
+	w.Varint(h.Retention.Bytes)
+	w.Varint(h.Start)
+	w.Varint(h.End)
+	w.Varint(h.CommittedBytes)
+	w.Varint(h.StartBytes)
+	w.Uvarint(h.Session.Epoch)
+	w.U64(h.Session.Token)
+	w.String(h.Session.Writer)
+	w.Varint(h.Session.Authority)
+	w.Varint(h.Session.ExpiresMs)
+	w.Uvarint(h.Commits)
+	w.Varint(h.IndexedThrough)
+	w.Uvarint(uint64(len(h.Pending)))
+	for _, d := range h.Pending {
+		d.encodeTo(&w)
+	}
+	w.B = h.Producers.AppendEncode(w.B)
+	return w.Seal()
+}
+
+func decodeHead(b []byte) (*head, error) {
+	body, err := bin.Open(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: head: %w", ErrCorrupt, err)
+	}
+	r := bin.Reader{B: body}
+	if v := r.U8(); v != headRecordV1 {
+		return nil, fmt.Errorf("%w: head version %d", ErrCorrupt, v)
+	}
+	h := &head{ID: ID(r.U64()), Name: r.String(), Profile: Profile(r.U8()), State: State(r.U8()), CreatedMs: r.Varint()}
+	h.Attributes = decodeAttrs(&r)
+	h.Retention = Retention{Time: time.Duration(r.Varint()) * time.Millisecond, Bytes: r.Varint()}
+	h.Start, h.End, h.CommittedBytes, h.StartBytes = r.Varint(), r.Varint(), r.Varint(), r.Varint()
+	h.Session = sessionRecord{Epoch: r.Uvarint(), Token: r.U64(), Writer: r.String(), Authority: r.Varint(), ExpiresMs: r.Varint()}
+	h.Commits = r.Uvarint()
+	h.IndexedThrough = r.Varint()
+	n := r.Len(1 << 20)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		h.Pending = append(h.Pending, decodeDescriptorFrom(&r))
+	}
+	if r.Err() != nil {
+		return nil, fmt.Errorf("%w: head", ErrCorrupt)
+	}
+	rest := r.Rest()
+	t, used, err := dedup.Decode(rest)
+	if err == nil && used != len(rest) {
+		err = fmt.Errorf("%d trailing bytes", len(rest)-used)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: head producers: %w", ErrCorrupt, err)
+	}
+	h.Producers = t
+	if h.Start < 0 || h.End < h.Start {
+		return nil, fmt.Errorf("%w: head offsets [%d, %d)", ErrCorrupt, h.Start, h.End)
+	}
+	return h, nil
+}
