@@ -9,9 +9,12 @@
 //	func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
 //	func TestX(t *testing.T) { env.Require(t); ... env.ZK ... }
 //
-// When NEREUS_BK_ZK is set (CI started a cluster already), that connect
-// string is used and nothing is started; bookie kill/restart then needs
-// NEREUS_BK_ENV_DIR (the env script's BK_ENV_DIR). When the cluster is not
+// When NEREUS_BK_ZK (or NEREUS_BOOKKEEPER_ZK, which scripts/test.sh
+// exports) is set, CI started a shared cluster: that connect string is used
+// and nothing is started, unless the package sets NeedControl (it kills or
+// restarts bookies, which must never disturb other packages running against
+// the shared cluster at the same time): such a package always starts its own
+// cluster. When the cluster is not
 // available (no Java/Maven, download or start failed), Require skips the
 // test with the reason, or fails it if NEREUS_REQUIRE_EXTERNAL=1.
 //
@@ -44,6 +47,9 @@ type Env struct {
 	Dir string
 	// RepoRoot is the repository root.
 	RepoRoot string
+	// NeedControl, set before Main, makes the package start its own
+	// cluster even when a shared one is available (see the package doc).
+	NeedControl bool
 
 	unavailable string
 	owned       bool
@@ -66,7 +72,11 @@ func (e *Env) setup() {
 		return
 	}
 	e.RepoRoot = root
-	if zk := os.Getenv("NEREUS_BK_ZK"); zk != "" {
+	zk := os.Getenv("NEREUS_BK_ZK")
+	if zk == "" {
+		zk = os.Getenv("NEREUS_BOOKKEEPER_ZK")
+	}
+	if zk != "" && !e.NeedControl {
 		e.ZK = zk
 		e.Dir = os.Getenv("NEREUS_BK_ENV_DIR")
 		return
@@ -130,7 +140,7 @@ func (e *Env) Require(t testing.TB) {
 }
 
 // RequireControl is Require plus the state dir needed for kill/restart
-// and the BookKeeper shell.
+// and the BookKeeper shell (always there when NeedControl is set).
 func (e *Env) RequireControl(t testing.TB) {
 	t.Helper()
 	e.Require(t)

@@ -18,7 +18,11 @@ import (
 
 var env bktest.Env
 
-func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
+// The package kills and restarts bookies: it always runs its own cluster.
+func TestMain(m *testing.M) {
+	env.NeedControl = true
+	os.Exit(env.Main(m))
+}
 
 // ledgerBase puts this run's ledger IDs high in the positive 63-bit space
 // (bit 62 set, random middle), far from IDs BookKeeper's generator uses.
