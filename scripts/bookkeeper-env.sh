@@ -27,6 +27,8 @@
 #   BK_GC_WAIT_MS     bookie gcWaitTime; default 600000 (GC effectively off during a test run)
 #   BK_LOG_LEVEL      log4j2 level of the server processes; default WARN
 #   BK_START_TIMEOUT  seconds to wait for ZooKeeper and each bookie; default 180
+#   BK_FAST_START     1 (default): JIT at C1 only (-XX:TieredStopAtLevel=1), fastest start on small
+#                     machines; 0: full JIT (slower start, faster once warm: use for benchmarks)
 #
 # Choices (why):
 #   * Jars come from Maven Central via a tiny pom (scripts/bookkeeper/pom.xml) into
@@ -63,12 +65,13 @@ die() {
 
 JVM_FLAGS=(
   -Xms32m "-Xmx$HEAP" -XX:MaxDirectMemorySize=256m
-  -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k
+  -XX:+UseSerialGC -Xss512k
   -Djava.net.preferIPv4Stack=true
   -Dio.netty.leakDetectionLevel=disabled -Dio.netty.tryReflectionSetAccessible=true
   --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/jdk.internal.misc=ALL-UNNAMED
   --add-opens java.base/java.io=ALL-UNNAMED --add-opens java.base/java.util.zip=ALL-UNNAMED
 )
+if [[ "${BK_FAST_START:-1}" == 1 ]]; then JVM_FLAGS+=(-XX:TieredStopAtLevel=1); fi
 
 fetch() {
   [[ -f "$LIB/.complete" ]] && return 0

@@ -600,3 +600,6 @@ func ledgerTags(stream, epoch, token uint64) map[string][]byte {
 		SessionKey: []byte(strconv.FormatUint(epoch, 10) + "/" + strconv.FormatUint(token, 16)),
 	}
 }
+
+// Reservation returns the namespace reservation the provider allocates from.
+func (p *Provider) Reservation() namespace.Reservation { return p.cfg.Namespace.Reservation() }

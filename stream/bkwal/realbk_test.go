@@ -153,3 +153,43 @@ func TestRealBookKeeperWALOnly(t *testing.T) {
 		t.Fatalf("last entry %q@%d", e.Payload, e.Offset)
 	}
 }
+
+// Dial is the server's wiring (--bookkeeper-zk): the first start reserves
+// a namespace block, later starts verify and reuse it.
+func TestRealDial(t *testing.T) {
+	env.Require(t)
+	ctx := ctxT(t)
+	meta := mdmem.New()
+	alias := fmt.Sprintf("dial%d", rand.Int64())
+	d1, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: env.ZK, Root: env.Root, Meta: meta, WriterID: "n1", Alias: alias, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := d1.Provider.Reservation().Block
+	c, err := stream.Open(ctx, stream.Config{Metadata: meta, BookKeeperWAL: d1.Provider, WriterID: "n1", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, s := bkStream(t, c, "dialed")
+	if _, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: []byte("x"), RecordCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	_ = d1.CloseConnections()
+	d2, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: env.ZK, Root: env.Root, Meta: meta, WriterID: "n1", Alias: alias, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.CloseConnections()
+	if got := d2.Provider.Reservation().Block; got != block {
+		t.Fatalf("second start reserved block %d, first %d", got, block)
+	}
+	c2, err := stream.Open(ctx, stream.Config{Metadata: meta, BookKeeperWAL: d2.Provider, WriterID: "n1", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := readAll(t, c2, info.ID); len(got) != 1 || string(got[0].Payload) != "x" {
+		t.Fatalf("read back %d entries", len(got))
+	}
+}
