@@ -393,7 +393,9 @@ func TestRealBookieKilled(t *testing.T) {
 			ctx := ctxFor(t, 3*time.Minute)
 			c, _ := newClient(t, func(cfg *bookkeeper.Config) {
 				if tc.wantBroken {
-					cfg.AddTimeout = 3 * time.Second
+					// How long an add may wait for the dead bookie before
+					// the writer breaks; generous for a loaded machine.
+					cfg.AddTimeout = 10 * time.Second
 				}
 			})
 			ens := []string{env.BookieID(t, 0), env.BookieID(t, 1), env.BookieID(t, 2)}
@@ -430,6 +432,9 @@ func TestRealBookieKilled(t *testing.T) {
 					break
 				}
 				acked = append(acked, f.EntryID())
+			}
+			if len(acked) < 100 {
+				t.Fatalf("only %d adds acknowledged before the bookie was killed", len(acked))
 			}
 			if broken != tc.wantBroken {
 				t.Fatalf("broken=%v, want %v after %d acks", broken, tc.wantBroken, len(acked))

@@ -56,4 +56,20 @@
 // quorum, so it is readable even above the piggybacked LAC of a ledger that
 // is still open; every entry's frame must name the target's run, and a
 // whole-run read must match the target's range checksum.
+//
+// # Wiring (nereus serve --bookkeeper-zk)
+//
+// Dial does everything a server needs: it connects to ZooKeeper (checking
+// the ledgers root's LAYOUT), builds the client, opens the deployment's
+// ledger-ID namespace — reserving a random free block on the very first
+// start, verifying the proof on every later one — and opens the provider:
+//
+//	d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, Root: cfg.BookKeeperRoot,
+//		Meta: meta, WriterID: nodeID, Logger: logger})
+//	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: wal,
+//		BookKeeperWAL: d.Provider, WriterID: nodeID})
+//	// on shutdown: core.Close() (closes the provider), then d.CloseConnections()
+//
+// The metadata store must be the core's (the proof, the ledger registry and
+// the stream pointers live next to the heads), and WriterID the core's.
 package bkwal
