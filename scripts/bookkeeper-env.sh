@@ -21,7 +21,8 @@
 #                     Tests give every package its own dir so parallel packages never share bookies.
 #   BK_VERSION        org.apache.bookkeeper:bookkeeper-server version; default 4.17.3
 #   BK_NUM_BOOKIES    default 3
-#   BK_HEAP           JVM -Xmx per process; default 256m
+#   BK_HEAP           JVM heap per process (-Xms = -Xmx: a young generation big enough that bookie GC
+#                     pauses stay rare under load); default 256m
 #   BK_JOURNAL_SYNC   journalSyncData (fsync before ack); default false: acks after the journal
 #                     write reaches the page cache, which survives a kill -9 of a bookie JVM
 #   BK_GC_WAIT_MS     bookie gcWaitTime; default 600000 (GC effectively off during a test run)
@@ -64,7 +65,7 @@ die() {
 }
 
 JVM_FLAGS=(
-  -Xms32m "-Xmx$HEAP" -XX:MaxDirectMemorySize=256m
+  "-Xms$HEAP" "-Xmx$HEAP" -XX:MaxDirectMemorySize=256m
   -XX:+UseSerialGC -Xss512k
   -Djava.net.preferIPv4Stack=true
   -Dio.netty.leakDetectionLevel=disabled -Dio.netty.tryReflectionSetAccessible=true
@@ -195,7 +196,7 @@ journalSyncData=$JOURNAL_SYNC
 journalPreAllocSizeMB=1
 journalFlushWhenQueueEmpty=true
 journalMaxGroupWaitMSec=1
-skipListSizeLimit=8388608
+skipListSizeLimit=33554432
 fileInfoCacheInitialCapacity=16
 openFileLimit=64
 diskUsageThreshold=0.999
