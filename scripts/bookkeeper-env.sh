@@ -18,7 +18,7 @@
 #
 # Environment (all optional):
 #   BK_ENV_DIR        state dir (pids, ports, configs, data, logs); default <repo>/.cache/bookkeeper/env.
-#                     Tests give every package its own dir so parallel packages never share bookies.
+#                     bktest gives every test package that starts its own cluster a private dir.
 #   BK_VERSION        org.apache.bookkeeper:bookkeeper-server version; default 4.17.3
 #   BK_NUM_BOOKIES    default 3
 #   BK_HEAP           JVM heap per process (-Xms = -Xmx: a young generation big enough that bookie GC
