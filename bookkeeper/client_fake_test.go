@@ -285,7 +285,7 @@ func TestCreateUnknownOutcomes(t *testing.T) {
 	if !errors.As(err, &cu) || bookkeeper.Classify(err) != bookkeeper.Unknown {
 		t.Fatalf("want CreateUnknownError, got %v", err)
 	}
-	fc.Meta.InjectUnknown(bkfake.MetaRead, false, 0)
+	fc.Meta.ClearFaults()
 	raw, _, ok := fc.Meta.Ledger(3)
 	if !ok {
 		t.Fatal("applied create missing")

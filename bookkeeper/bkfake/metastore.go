@@ -358,3 +358,10 @@ func (m *MetaStore) WriteMarker(ctx context.Context, dir, name string, data []by
 	m.markers[dir+"/"+name] = append([]byte(nil), data...)
 	return nil
 }
+
+// ClearFaults removes every injected fault.
+func (m *MetaStore) ClearFaults() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.faults = nil
+}

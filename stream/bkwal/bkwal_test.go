@@ -482,3 +482,71 @@ func TestReleaseFinalizesLedgers(t *testing.T) {
 		t.Fatalf("read with the wrong run start: %v", err)
 	}
 }
+
+// A run of an older session than one the stream already saw is refused
+// (a stale completion of a fenced writer never reaches a newer ledger).
+func TestStaleSessionRefused(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := ctxT(t)
+	p := f.provider(t, "b1", nil)
+	defer p.Close(ctx)
+	write := func(epoch uint64) error {
+		ch := make(chan error, 1)
+		p.Write(provider.Run{Stream: 9, Epoch: epoch, Token: epoch, Commit: 1,
+			Entries: []provider.Entry{{Payload: []byte("p"), RecordCount: 1}}}, func(_ provider.Target, err error) { ch <- err })
+		return <-ch
+	}
+	if err := write(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(1); !errors.Is(err, bkwal.ErrStaleSession) {
+		t.Fatalf("older session: %v", err)
+	}
+	if err := write(3); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.ledgersOf(t, 9)); n != 2 {
+		t.Fatalf("%d ledgers for two sessions", n)
+	}
+}
+
+// An uncertain create (the ZooKeeper answer is lost and cannot be
+// re-read in time) fails the run and burns the ID; the next incarnation's
+// Recover finds the ledger that did land, recovers it, sees nothing
+// committed in it, and deletes it.
+func TestUncertainCreateCleanedByRecover(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := ctxT(t)
+	c, p := f.core(t, "b1", func(cfg *bkwal.Config) { cfg.OpTimeout = 500 * time.Millisecond })
+	info, s := bkStream(t, c, "uncertain")
+	f.fc.Meta.InjectUnknown(bkfake.MetaCreate, true, 1)
+	f.fc.Meta.InjectUnknown(bkfake.MetaRead, false, 1<<30)
+	if _, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: []byte("x"), RecordCount: 1}}}); err == nil {
+		t.Fatal("append succeeded on an uncertain create")
+	}
+	f.fc.Meta.ClearFaults()
+	landed := f.ledgersOf(t, info.ID)
+	if len(landed) != 1 {
+		t.Fatalf("%d ledgers landed", len(landed))
+	}
+	recs, _ := p.Ledgers(ctx)
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
+	}
+	_ = c.Close()
+	c2, p2 := f.core(t, "b1", nil)
+	defer c2.Close()
+	if n := len(f.ledgersOf(t, info.ID)); n != 0 {
+		t.Fatalf("uncertain ledger survived Recover (%d)", n)
+	}
+	if recs, _ := p2.Ledgers(ctx); len(recs) != 0 {
+		t.Fatalf("records after Recover: %v", recs)
+	}
+	s2, err := c2.AcquireSession(ctx, info.ID, stream.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c2.Append(ctx, s2, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: []byte("y"), RecordCount: 1}}}); err != nil || r.Start != 0 {
+		t.Fatalf("append after recovery: %+v %v", r, err)
+	}
+}
