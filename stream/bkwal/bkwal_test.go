@@ -36,6 +36,8 @@ type fixture struct {
 	fc   *bkfake.Cluster
 	meta metadata.Store
 	bk   *bookkeeper.Client
+	// addTimeout of the clients of providers opened later (default 5s).
+	addTimeout time.Duration
 }
 
 func newFixture(t *testing.T, bookies int, meta metadata.Store) *fixture {
@@ -48,7 +50,7 @@ func newFixture(t *testing.T, bookies int, meta metadata.Store) *fixture {
 	if meta == nil {
 		meta = mdmem.New()
 	}
-	f := &fixture{fc: fc, meta: meta, bk: newClientFor(t, fc)}
+	f := &fixture{fc: fc, meta: meta, bk: newClientFor(t, fc, 5*time.Second)}
 	if _, err := namespace.Reserve(ctxT(t), namespace.Config{Meta: unfaulted(meta), Cluster: fc.Meta, Client: f.bk}, namespace.MinBlock); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +64,8 @@ func unfaulted(m metadata.Store) metadata.Store {
 	return m
 }
 
-func newClientFor(t *testing.T, fc *bkfake.Cluster) *bookkeeper.Client {
-	c, err := bookkeeper.New(bookkeeper.Config{Metadata: fc.Meta, Logger: quiet(), AddTimeout: 5 * time.Second, RequestTimeout: 3 * time.Second})
+func newClientFor(t *testing.T, fc *bkfake.Cluster, addTimeout time.Duration) *bookkeeper.Client {
+	c, err := bookkeeper.New(bookkeeper.Config{Metadata: fc.Meta, Logger: quiet(), AddTimeout: addTimeout, RequestTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,11 @@ func newClientFor(t *testing.T, fc *bkfake.Cluster) *bookkeeper.Client {
 // namespace handle).
 func (f *fixture) provider(t *testing.T, writer string, mod func(*bkwal.Config)) *bkwal.Provider {
 	t.Helper()
-	bk := newClientFor(t, f.fc)
+	at := f.addTimeout
+	if at == 0 {
+		at = 5 * time.Second
+	}
+	bk := newClientFor(t, f.fc, at)
 	ns, err := namespace.Open(ctxT(t), namespace.Config{Meta: unfaulted(f.meta), Cluster: f.fc.Meta, Client: bk})
 	if err != nil {
 		t.Fatal(err)
