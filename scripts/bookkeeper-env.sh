@@ -13,6 +13,8 @@
 #   scripts/bookkeeper-env.sh shell ARGS...    run BookKeeper's BookieShell against this env (INFO log on stdout)
 #   scripts/bookkeeper-env.sh java FILE ARGS.. run a single-file Java program with the BookKeeper classpath
 #   scripts/bookkeeper-env.sh zkcli ARGS...    run ZooKeeper's CLI against this env
+#   scripts/bookkeeper-env.sh watch PID        stop this env (and delete its dir) once process PID is gone:
+#                                               test harnesses run it so a crashed test binary leaks nothing
 #   scripts/bookkeeper-env.sh fetch            only download the jars into the cache
 #   scripts/bookkeeper-env.sh classpath        print the classpath (downloads on first use)
 #
@@ -396,5 +398,13 @@ case "$cmd" in
     exec java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true \
       -Dlog4j.configurationFile="$ENV_DIR/conf/log4j2-server.xml" -cp "$LIB/*" "$@" ;;
   zkcli) need_env; zkcli "$@" ;;
+  watch)
+    [[ "${1:-}" =~ ^[0-9]+$ ]] || die "watch: pid required"
+    while kill -0 "$1" 2>/dev/null; do
+      [[ -d "$ENV_DIR" ]] || exit 0   # stopped by its owner meanwhile
+      sleep 1
+    done
+    [[ -d "$ENV_DIR" ]] && cmd_stop
+    exit 0 ;;
   *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

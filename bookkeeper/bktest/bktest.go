@@ -31,7 +31,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,7 +106,22 @@ func (e *Env) setup() {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	e.ZK = strings.TrimSpace(lines[len(lines)-1])
 	e.owned = true
+	e.startWatchdog()
 	fmt.Fprintf(os.Stderr, "bktest: real BookKeeper cluster at %s (state %s)\n", e.ZK, e.Dir)
+}
+
+// startWatchdog runs "bookkeeper-env.sh watch <our pid>" detached, so the
+// cluster is stopped even if this test binary dies without running
+// teardown (a panicking test, a timeout, a kill).
+func (e *Env) startWatchdog() {
+	cmd := exec.Command(filepath.Join(e.RepoRoot, "scripts", "bookkeeper-env.sh"), "watch", strconv.Itoa(os.Getpid()))
+	cmd.Env = append(os.Environ(), "BK_ENV_DIR="+e.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "bktest: watchdog not started (a crashed test may leak the cluster): %v\n", err)
+		return
+	}
+	go func() { _ = cmd.Wait() }()
 }
 
 func (e *Env) teardown() {
