@@ -327,8 +327,8 @@ func (l *lane) submit(pr *pendingRun) {
 		bytes += int64(len(frames[i]))
 	}
 	if l.cur != nil {
-		if max := l.cur.w.MaxEntrySize(); anyLonger(frames, max) {
-			pr.err = fmt.Errorf("%w: limit %d bytes", ErrEntryTooLarge, max)
+		if limit := l.cur.w.MaxEntrySize(); anyLonger(frames, limit) {
+			pr.err = fmt.Errorf("%w: limit %d bytes", ErrEntryTooLarge, limit)
 			return
 		}
 	}
@@ -346,8 +346,8 @@ func (l *lane) submit(pr *pendingRun) {
 			return
 		}
 		l.cur, l.epoch, l.token, l.haveSession = led, run.Epoch, run.Token, true
-		if max := led.w.MaxEntrySize(); anyLonger(frames, max) {
-			pr.err = fmt.Errorf("%w: limit %d bytes", ErrEntryTooLarge, max)
+		if limit := led.w.MaxEntrySize(); anyLonger(frames, limit) {
+			pr.err = fmt.Errorf("%w: limit %d bytes", ErrEntryTooLarge, limit)
 			return
 		}
 	}
@@ -370,9 +370,9 @@ func (l *lane) submit(pr *pendingRun) {
 	pr.crc = crc
 }
 
-func anyLonger(frames [][]byte, max int) bool {
+func anyLonger(frames [][]byte, limit int) bool {
 	for _, f := range frames {
-		if len(f) > max {
+		if len(f) > limit {
 			return true
 		}
 	}
