@@ -14,7 +14,9 @@ import (
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
+	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
+	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
 // openedStorage is the stream storage the process serves, with what /healthz
@@ -97,10 +99,28 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return openedStorage{}, err
 	}
-	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: wal, WriterID: nodeID,
+	var bkWAL provider.Provider
+	if cfg.BookKeeperZK != "" {
+		// --bookkeeper-zk enables the BOOKKEEPER_WAL_ONLY profile: connect,
+		// verify (or on first start reserve) this deployment's ledger-ID
+		// namespace, and open the provider on the core's metadata store.
+		d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, Root: cfg.BookKeeperRoot,
+			Meta: meta, WriterID: nodeID, Logger: logger.With("component", "bkwal")})
+		if err != nil {
+			_ = wal.Close(ctx)
+			return openedStorage{}, fmt.Errorf("opening the BookKeeper WAL (--bookkeeper-zk %s): %w", cfg.BookKeeperZK, err)
+		}
+		undo = append(undo, d.CloseConnections)
+		bkWAL = d.Provider
+		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
+	}
+	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL, WriterID: nodeID,
 		Logger: logger.With("component", "stream")})
 	if err != nil {
 		_ = wal.Close(ctx)
+		if bkWAL != nil {
+			_ = bkWAL.Close(ctx)
+		}
 		return openedStorage{}, fmt.Errorf("opening stream core: %w", err)
 	}
 	if reg != nil {
