@@ -148,19 +148,52 @@ func (o *owner) prepare(items []roundItem) []roundItem {
 	return o.prepareHeadLocked(items)
 }
 
+// Index publication batching. An OBJECT_WAL_ASYNC_OBJECT stream's commits
+// wait in the head's Pending list (where reads already find them) until
+// indexBatchCommits of them accumulate or the oldest is indexBatchDelay
+// old, and are then published as ONE merged index entry: with many streams
+// each taking one commit per round, an index put per commit would rewrite a
+// metadata page per stream per round. OBJECT_WAL_SYNC_OBJECT streams publish
+// every round, since their acknowledgement waits for it.
+const (
+	indexBatchCommits = 8
+	indexBatchDelay   = time.Second
+)
+
 func (o *owner) prepareIndexLocked(items []roundItem) []roundItem {
+	var pending []*indexItem
 	for _, it := range o.toIndex {
-		if it.confirmed {
-			continue
+		if !it.confirmed {
+			pending = append(pending, it)
 		}
-		it := it
+	}
+	if len(pending) == 0 {
+		return items
+	}
+	if !o.sync && len(pending) < indexBatchCommits && o.fatal == nil {
+		if wait := indexBatchDelay - time.Since(pending[0].added); wait > 0 {
+			o.c.committer.kickAfter(o, wait)
+			return items
+		}
+	}
+	// Merge runs of consecutive commits of one session into one entry.
+	for start := 0; start < len(pending); {
+		end := start + 1
+		for end < len(pending) && mergeable(pending[end-1].d, pending[end].d) {
+			end++
+		}
+		group := pending[start:end]
+		d := mergeDescriptors(group)
+		start = end
 		items = append(items, roundItem{
-			op: metadata.Op{Kind: metadata.OpPut, Key: indexKey(o.id, it.d.End), Value: it.d.encodeIndexRecord(), Expected: metadata.AnyVersion},
+			op: metadata.Op{Kind: metadata.OpPut, Key: indexKey(o.id, d.End), Value: d.encodeIndexRecord(), Expected: metadata.AnyVersion},
 			handle: func(r metadata.Result, err error) {
 				o.mu.Lock()
 				defer o.mu.Unlock()
 				if err == nil {
-					it.confirmed = true
+					for _, it := range group {
+						it.confirmed = true
+					}
 					o.advanceIndexLocked()
 					return
 				}
@@ -171,6 +204,28 @@ func (o *owner) prepareIndexLocked(items []roundItem) []roundItem {
 		})
 	}
 	return items
+}
+
+// mergeable reports whether b directly follows a in offsets and session.
+func mergeable(a, b descriptor) bool {
+	return a.End == b.Start && a.Epoch == b.Epoch && a.Token == b.Token && a.Provider == b.Provider &&
+		a.Generation == b.Generation && a.Commit < b.FirstCommit && len(a.Parts)+len(b.Parts) <= 1024
+}
+
+func mergeDescriptors(group []*indexItem) descriptor {
+	d := group[0].d
+	d.Parts = append([]part(nil), d.Parts...)
+	for _, it := range group[1:] {
+		n := it.d
+		d.End = n.End
+		d.Entries += n.Entries
+		d.Bytes += n.Bytes
+		d.CumBytes = n.CumBytes
+		d.MinTS, d.MaxTS = min(d.MinTS, n.MinTS), max(d.MaxTS, n.MaxTS)
+		d.Commit = n.Commit
+		d.Parts = append(d.Parts, n.Parts...)
+	}
+	return d
 }
 
 // advanceIndexLocked moves confirmedThrough over the confirmed prefix and
@@ -286,7 +341,7 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 			d.Commit = op.run.Commit
 			d.Parts = append(d.Parts, part{Start: op.run.Start, Target: op.target})
 			if q := op.seq; q != nil {
-				next.Producers.Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: op.run.Start, End: op.run.End()})
+				next.ownProducers().Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: op.run.Start, End: op.run.End()})
 			}
 			cas.ops = append(cas.ops, op)
 		}
@@ -355,7 +410,7 @@ func (o *owner) applyCommittedLocked(cas *headCAS, committed *head, v metadata.V
 		o.queue = o.queue[n:]
 	}
 	if len(cas.ops) > 0 {
-		o.toIndex = append(o.toIndex, &indexItem{d: cas.desc})
+		o.toIndex = append(o.toIndex, &indexItem{d: cas.desc, added: time.Now()})
 	}
 	for _, op := range cas.ops {
 		o.c.tail.add(o.id, op.run)
@@ -485,6 +540,16 @@ func (o *owner) fenceLocked(fresh *head) {
 
 // kickLater retries an owner after a short delay (settling reads that
 // failed: the store is unreachable).
-func (cm *committer) kickLater(o *owner) {
-	time.AfterFunc(unknownBackoff, func() { cm.kick(o) })
+func (cm *committer) kickLater(o *owner) { cm.kickAfter(o, unknownBackoff) }
+
+// kickAfter kicks o once d has passed. At most one timer per owner is
+// pending; an earlier kick makes it redundant, not wrong.
+func (cm *committer) kickAfter(o *owner, d time.Duration) {
+	if o.timerArmed.Swap(true) {
+		return
+	}
+	time.AfterFunc(d, func() {
+		o.timerArmed.Store(false)
+		cm.kick(o)
+	})
 }

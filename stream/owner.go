@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/internal/dedup"
@@ -73,9 +74,10 @@ type owner struct {
 	confirmedThrough int64
 	syncWaiters      []*appendOp
 
-	fatal   error
-	changed chan struct{}
-	idle    chan struct{} // closed and replaced when queue drains
+	fatal      error
+	changed    chan struct{}
+	timerArmed atomic.Bool   // a delayed committer kick is pending
+	idle       chan struct{} // closed and replaced when queue drains
 }
 
 type appendOp struct {
@@ -102,6 +104,7 @@ type mutationOp struct {
 type indexItem struct {
 	d         descriptor
 	confirmed bool
+	added     time.Time // when the commit was applied (publication batching)
 }
 
 type headCAS struct {

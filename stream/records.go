@@ -277,6 +277,9 @@ type head struct {
 	IndexedThrough int64
 	Pending        []descriptor
 	Producers      *dedup.Table
+	// producersOwned is false while Producers is shared with the head this
+	// one was cloned from (see clone).
+	producersOwned bool
 }
 
 func newHead(nr nameRecord) *head {
@@ -284,11 +287,24 @@ func newHead(nr nameRecord) *head {
 		Attributes: nr.Attributes, Retention: nr.Retention, Producers: dedup.New()}
 }
 
+// clone copies h for building the next version. The producer table is
+// shared, not copied: committed heads are never mutated, and the one caller
+// that records sequences (the commit round) copies it first with
+// ownProducers, so streams without producer sequences pay nothing.
 func (h *head) clone() *head {
 	c := *h
 	c.Pending = append([]descriptor(nil), h.Pending...)
-	c.Producers = h.Producers.Clone()
+	c.producersOwned = false
 	return &c
+}
+
+// ownProducers makes h's producer table its own before a mutation.
+func (h *head) ownProducers() *dedup.Table {
+	if !h.producersOwned {
+		h.Producers = h.Producers.Clone()
+		h.producersOwned = true
+	}
+	return h.Producers
 }
 
 func (h *head) info() Info {
