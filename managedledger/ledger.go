@@ -117,7 +117,9 @@ func (l *Ledger) Bounds(ctx context.Context) (start, end int64, err error) {
 }
 
 // Info returns the stream's current description (for stats).
-func (l *Ledger) Info(ctx context.Context) (stream.Info, error) { return l.f.storage.Describe(ctx, l.id) }
+func (l *Ledger) Info(ctx context.Context) (stream.Info, error) {
+	return l.f.storage.Describe(ctx, l.id)
+}
 
 // Read returns up to maxEntries entries starting at from (clamped to the
 // stream's start). It does not wait.

@@ -76,6 +76,9 @@ var unmarshal = proto.UnmarshalOptions{AllowPartial: true, DiscardUnknown: false
 // Frame is one decoded frame.
 type Frame struct {
 	Cmd *pb.BaseCommand
+	// UnknownType is the raw command type when Cmd.Type is not one this
+	// codec knows (Cmd.Type is then nil).
+	UnknownType int32
 	// Payload is everything after the command (from the first magic on);
 	// nil for a simple command. It aliases the frame buffer.
 	Payload []byte
@@ -94,10 +97,17 @@ func DecodeFrame(body []byte) (Frame, error) {
 	if err := unmarshal.Unmarshal(body[4:4+cmdSize], cmd); err != nil {
 		return Frame{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if cmd.Type == nil {
-		return Frame{}, fmt.Errorf("%w: command without type", ErrMalformed)
-	}
 	f := Frame{Cmd: cmd}
+	if cmd.Type == nil {
+		// A type number this codec does not know: keep the frame so the
+		// broker can answer it with an error instead of dropping the
+		// connection.
+		t, ok := unknownVarint(cmd.ProtoReflect().GetUnknown(), 1)
+		if !ok {
+			return Frame{}, fmt.Errorf("%w: command without type", ErrMalformed)
+		}
+		f.UnknownType = int32(t)
+	}
 	if rest := body[4+cmdSize:]; len(rest) > 0 {
 		f.Payload = rest
 	}

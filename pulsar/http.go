@@ -1,0 +1,5 @@
+package pulsar
+
+import "net/http"
+
+func newHTTPHandler(s *Server) http.Handler { return http.NotFoundHandler() }
