@@ -513,3 +513,12 @@ func (f *Factory) EnsureDefaults(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DeleteState removes a per-topic state record (absent is not an error).
+func (f *Factory) DeleteState(ctx context.Context, topic TopicName, kind string) error {
+	err := f.meta.Delete(ctx, keyState+kind+"/"+topic.keyPath(), metadata.AnyVersion)
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}

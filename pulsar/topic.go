@@ -66,6 +66,16 @@ func (s *Server) loadTopic(ctx context.Context, name managedledger.TopicName, cr
 				fmt.Sprintf("%s is a partitioned topic with %d partitions: use %s", name, n, name.Partition(0)))
 		}
 	}
+	if idx := name.PartitionIndex(); idx >= 0 && create {
+		// A partition is only auto-created while its partitioned topic
+		// exists and covers the index (as in Pulsar), so clients of a
+		// deleted partitioned topic do not resurrect its partitions.
+		if n, err := s.ml.PartitionCount(ctx, name.Base()); err != nil {
+			return nil, err
+		} else if idx >= n {
+			create = false
+		}
+	}
 	l, err := s.ml.Open(ctx, name, create)
 	if err != nil {
 		return nil, err
