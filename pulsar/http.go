@@ -376,15 +376,7 @@ func (a *httpAPI) deleteTopic(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteTopic(ctx context.Context, n managedledger.TopicName, force bool) error {
 	if t := s.loadedTopic(n.String()); t != nil {
-		t.mu.Lock()
-		busy := len(t.producers) > 0
-		for _, sub := range t.subs {
-			has := false
-			sub.call(func() { has = len(sub.consumers) > 0 })
-			busy = busy || has
-		}
-		t.mu.Unlock()
-		if busy && !force {
+		if t.busy() && !force {
 			return errClientsConnected
 		}
 		if err := t.close(ctx, true); err != nil {
@@ -484,17 +476,29 @@ func (a *httpAPI) deletePartitioned(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.URL.Query().Get("force") == "true"
+	if !force {
+		for i := 0; i < cnt; i++ {
+			if t := a.s.loadedTopic(n.Partition(i).String()); t != nil && t.busy() {
+				writeErr(w, errClientsConnected)
+				return
+			}
+		}
+	}
+	// The partitioned record goes first: once it is gone, reconnecting
+	// clients can no longer auto-create the partitions being deleted. A
+	// crash in between leaves partitions that list as plain topics and can
+	// be deleted one by one.
+	if err := a.s.ml.DeletePartitioned(ctx, n); err != nil {
+		writeErr(w, err)
+		return
+	}
 	for i := 0; i < cnt; i++ {
-		if err := a.s.deleteTopic(ctx, n.Partition(i), force); err != nil && !errors.Is(err, managedledger.ErrTopicNotFound) {
+		if err := a.s.deleteTopic(ctx, n.Partition(i), true); err != nil && !errors.Is(err, managedledger.ErrTopicNotFound) {
 			writeErr(w, err)
 			return
 		}
 	}
 	if err := a.s.ml.DeleteState(ctx, n, "schemas"); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := a.s.ml.DeletePartitioned(ctx, n); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -869,4 +873,21 @@ func nonNilMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// busy reports whether producers or consumers are attached.
+func (t *topic) busy() bool {
+	t.mu.Lock()
+	busy := len(t.producers) > 0
+	subs := make([]*subscription, 0, len(t.subs))
+	for _, sub := range t.subs {
+		subs = append(subs, sub)
+	}
+	t.mu.Unlock()
+	for _, sub := range subs {
+		has := false
+		sub.call(func() { has = len(sub.consumers) > 0 })
+		busy = busy || has
+	}
+	return busy
 }

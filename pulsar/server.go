@@ -337,8 +337,12 @@ func (s *Server) statsLoop() {
 			s.mu.Lock()
 			ts := make([]*topic, 0, len(s.topics))
 			for _, tl := range s.topics {
-				if tl.t != nil {
-					ts = append(ts, tl.t)
+				select {
+				case <-tl.done:
+					if tl.t != nil {
+						ts = append(ts, tl.t)
+					}
+				default:
 				}
 			}
 			s.mu.Unlock()

@@ -128,10 +128,14 @@ func (s *subscription) run() {
 	defer close(s.done)
 	for {
 		progressed := s.dispatch()
+		// Commands change what can be dispatched (permits, consumers,
+		// acks): after running any, dispatch again before waiting, or a
+		// wait on a stale (or nil) notify channel could sleep forever.
 		for drained := false; !drained; {
 			select {
 			case fn := <-s.cmds:
 				fn()
+				progressed = true
 			case <-s.stopCh:
 				return
 			default:
