@@ -39,15 +39,6 @@ func (s *rangeSet) trimBelow(x int64) {
 	}
 }
 
-// count is the number of offsets in the set.
-func (s *rangeSet) count() int64 {
-	var n int64
-	for _, r := range s.r {
-		n += r[1] - r[0]
-	}
-	return n
-}
-
 func (s *rangeSet) clone() rangeSet {
 	return rangeSet{r: append([][2]int64(nil), s.r...)}
 }

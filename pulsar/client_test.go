@@ -20,7 +20,7 @@ func produceN(t *testing.T, p pulsar.Producer, n int, prefix string) []pulsar.Me
 			errs <- err
 		})
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(ctxT(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {

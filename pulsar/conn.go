@@ -65,8 +65,7 @@ func (c *conn) run() {
 		defer close(keepAliveDone)
 		c.keepAlive()
 	}()
-	err := c.readLoop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if err := c.readLoop(); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Info("closing pulsar connection", "err", err)
 	}
 	c.close()

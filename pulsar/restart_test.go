@@ -41,7 +41,7 @@ func TestDurableSubscriptionSurvivesCrash(t *testing.T) {
 						}
 					})
 			}
-			if err := p.Flush(); err != nil {
+			if err := p.FlushWithCtx(ctxT(t, 30*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			acked := map[string]bool{}

@@ -193,7 +193,7 @@ func TestKeySharedPerKeyOrder(t *testing.T) {
 				})
 			}
 		}
-		_ = p.Flush()
+		_ = p.FlushWithCtx(ctxT(t, 30*time.Second))
 	}
 	send(0, perKey/2)
 	start(2) // a consumer joins mid-stream: key ownership moves

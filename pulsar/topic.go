@@ -43,8 +43,6 @@ type topic struct {
 	sinceSnap   int
 	dedupVer    metadata.Version
 
-	schemaMu sync.Mutex
-
 	stats topicStats
 }
 
@@ -349,12 +347,6 @@ func (t *topic) abort() {
 	for _, s := range subs {
 		_ = s.stop(context.Background(), false)
 	}
-}
-
-func (t *topic) isClosed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.closed
 }
 
 func (t *topic) updateRates(now time.Time) {
