@@ -92,7 +92,7 @@ func createProducer(ctx context.Context, c *conn, cmd *pb.CommandProducer) (*pb.
 	if p := c.producer(producerID); p != nil {
 		if p.t.name == name {
 			return &pb.CommandProducerSuccess{RequestId: proto.Uint64(reqID), ProducerName: proto.String(p.name),
-				LastSequenceId: proto.Int64(p.t.lastSequence(p.name)), TopicEpoch: proto.Uint64(0), ProducerReady: proto.Bool(true)}, nil
+				LastSequenceId: proto.Int64(p.t.lastSequence(p.name)), SchemaVersion: []byte{}, TopicEpoch: proto.Uint64(0), ProducerReady: proto.Bool(true)}, nil
 		}
 		return nil, newError(pb.ServerError_ProducerBusy, "producer id already in use on this connection")
 	}
@@ -112,6 +112,11 @@ func createProducer(ctx context.Context, c *conn, cmd *pb.CommandProducer) (*pb.
 		if err != nil {
 			return nil, err
 		}
+	}
+	if schemaVersion == nil {
+		// Java clients read schema_version unconditionally; Pulsar sends
+		// an empty version for schema-less producers.
+		schemaVersion = []byte{}
 	}
 	pname := cmd.GetProducerName()
 	if pname == "" {
