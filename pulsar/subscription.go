@@ -145,11 +145,11 @@ func (s *subscription) run() {
 		if progressed {
 			continue
 		}
-		var timer <-chan time.Time
+		var timer *time.Timer
+		var timerC <-chan time.Time
 		if !s.retryAt.IsZero() {
-			t := time.NewTimer(time.Until(s.retryAt))
-			timer = t.C
-			defer t.Stop()
+			timer = time.NewTimer(time.Until(s.retryAt))
+			timerC = timer.C
 		}
 		notify := s.notify
 		if !s.canReceive() {
@@ -159,10 +159,13 @@ func (s *subscription) run() {
 		case fn := <-s.cmds:
 			fn()
 		case <-notify:
-		case <-timer:
+		case <-timerC:
 			s.retryAt = time.Time{}
 		case <-s.stopCh:
 			return
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }

@@ -317,6 +317,15 @@ func (t *topic) close(ctx context.Context, release bool) error {
 	for _, p := range ps {
 		p.closeByBroker()
 	}
+	// Consumers are told too, so they reconnect to the reloaded topic
+	// instead of waiting on a stopped dispatcher.
+	for _, s := range subs {
+		var cs []*consumer
+		s.call(func() { cs = append(cs, s.consumers...) })
+		for _, c := range cs {
+			c.closeByBroker()
+		}
+	}
 	var firstErr error
 	for _, s := range subs {
 		if err := s.stop(ctx, true); err != nil && firstErr == nil {
