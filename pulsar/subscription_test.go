@@ -375,8 +375,11 @@ func TestSeekByIDAndTime(t *testing.T) {
 	topic := newTopic("seek")
 	p := producerT(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ids := produceN(t, p, 10, "k")
+	// Publish times have millisecond resolution: keep mid strictly between
+	// the two groups.
+	time.Sleep(3 * time.Millisecond)
 	mid := time.Now()
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(3 * time.Millisecond)
 	produceN(t, p, 10, "l")
 	cons := subscribeT(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", StartMessageIDInclusive: true})
 	ctx := ctxT(t, 30*time.Second)
