@@ -177,3 +177,74 @@ func TestSchemaVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestRegexAndFailoverPartitions: a pattern consumer finds topics through
+// GET_TOPICS_OF_NAMESPACE, and Failover consumers split a partitioned
+// topic's partitions (partition i -> consumer i % n).
+func TestRegexAndFailoverPartitions(t *testing.T) {
+	b := startBroker(t, Config{})
+	if b.HTTPURL == "" {
+		t.Skip("NEREUS_PULSAR_HTTP_URL not set")
+	}
+	c := b.client(t)
+	base := fmt.Sprintf("rx%d", time.Now().UnixNano()%1e9)
+	for i := 0; i < 2; i++ {
+		p := producerT(t, c, pulsar.ProducerOptions{Topic: fmt.Sprintf("persistent://public/default/%s-%d", base, i), DisableBatching: true})
+		produceN(t, p, 3, fmt.Sprintf("t%d", i))
+	}
+	rc, err := c.Subscribe(pulsar.ConsumerOptions{TopicsPattern: "persistent://public/default/" + base + "-.*", SubscriptionName: "rx",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx := ctxT(t, 30*time.Second)
+	got := map[string]bool{}
+	for len(got) < 6 {
+		m, err := rc.Receive(ctx)
+		if err != nil {
+			t.Fatalf("pattern consumer after %d: %v", len(got), err)
+		}
+		got[string(m.Payload())] = true
+		_ = rc.Ack(m)
+	}
+
+	topic := "persistent://public/default/" + base + "-parted"
+	if code, body := httpDo(t, "PUT", b.HTTPURL+"/admin/v2/persistent/public/default/"+base+"-parted/partitions", "2"); code != 204 {
+		t.Fatalf("create partitioned: %d %s", code, body)
+	}
+	var cons []pulsar.Consumer
+	for _, name := range []string{"a", "b"} {
+		cons = append(cons, subscribeT(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "fo", Type: pulsar.Failover, Name: name}))
+	}
+	p := producerT(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for i := 0; i < 40; i++ {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i), Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	partsOf := make([]map[int32]bool, 2)
+	total := 0
+	for i, cs := range cons {
+		partsOf[i] = map[int32]bool{}
+		for {
+			rctx, cancel := contextWithTimeout(ctx, 500*time.Millisecond)
+			m, err := cs.Receive(rctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			partsOf[i][m.ID().PartitionIdx()] = true
+			total++
+			_ = cs.Ack(m)
+		}
+	}
+	if total != 40 || len(partsOf[0]) != 1 || len(partsOf[1]) != 1 {
+		t.Fatalf("failover over partitions: %d messages, partitions per consumer %v", total, partsOf)
+	}
+	for k := range partsOf[0] {
+		if partsOf[1][k] {
+			t.Fatalf("both consumers active on partition %d", k)
+		}
+	}
+}
