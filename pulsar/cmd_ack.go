@@ -81,11 +81,17 @@ func handleAck(c *conn, f wire.Frame) error {
 	sub.do(func() {
 		for _, off := range settled {
 			sub.settle(off)
+			delete(sub.redeliveries, off)
 		}
 		if cumTo >= 0 {
 			for off := range sub.pending {
 				if off <= cumTo {
 					sub.settle(off)
+				}
+			}
+			for off := range sub.redeliveries {
+				if off <= cumTo {
+					delete(sub.redeliveries, off)
 				}
 			}
 		}

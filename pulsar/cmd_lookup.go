@@ -45,7 +45,7 @@ func handleLookup(c *conn, f wire.Frame) error {
 		resp.Message = proto.String(err.Error())
 	} else {
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl = proto.String("pulsar://" + c.s.AdvertisedAddr())
+		resp.BrokerServiceUrl = proto.String("pulsar://" + c.s.advertisedFor(c.nc.LocalAddr().String()))
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})

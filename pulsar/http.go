@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -142,9 +143,27 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	if _, ok := a.topicName(w, r); !ok {
 		return
 	}
+	broker := a.s.AdvertisedAddr()
+	if adv := a.s.advertisedFor(""); adv == broker {
+		// Wildcard listener and no AdvertisedAddr: use the host the HTTP
+		// client reached with the broker's port.
+		if host, port, err := net.SplitHostPort(broker); err == nil {
+			if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+				if h, _, err := net.SplitHostPort(r.Host); err == nil {
+					broker = net.JoinHostPort(h, port)
+				}
+			}
+		}
+	} else {
+		broker = adv
+	}
+	httpURL := a.s.cfg.HTTPAdvertisedURL
+	if httpURL == "" {
+		httpURL = "http://" + r.Host
+	}
 	writeJSON(w, 200, map[string]string{
-		"brokerUrl": "pulsar://" + a.s.AdvertisedAddr(), "brokerUrlTls": "",
-		"httpUrl": a.s.cfg.HTTPAdvertisedURL, "httpUrlTls": "", "nativeUrl": "pulsar://" + a.s.AdvertisedAddr(),
+		"brokerUrl": "pulsar://" + broker, "brokerUrlTls": "",
+		"httpUrl": httpURL, "httpUrlTls": "", "nativeUrl": "pulsar://" + broker,
 	})
 }
 

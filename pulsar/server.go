@@ -141,6 +141,23 @@ func (s *Server) AdvertisedAddr() string {
 	return s.advertise
 }
 
+// advertisedFor is the address to give a client that reached this broker
+// at local: the configured AdvertisedAddr, else the listener's address, or
+// — when the listener is bound to a wildcard address (0.0.0.0, ::) — the
+// address the client actually connected to.
+func (s *Server) advertisedFor(local string) string {
+	if s.cfg.AdvertisedAddr != "" {
+		return s.cfg.AdvertisedAddr
+	}
+	adv := s.AdvertisedAddr()
+	if host, _, err := net.SplitHostPort(adv); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() && local != "" {
+			return local
+		}
+	}
+	return adv
+}
+
 // Shutdown stops accepting connections, tells clients their producers and
 // consumers are closed (so they reconnect elsewhere or later), persists
 // every cursor, releases append sessions and waits for goroutines, or until
