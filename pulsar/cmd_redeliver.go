@@ -58,11 +58,15 @@ func handleRedeliver(c *conn, f wire.Frame) error {
 			if sub.cursor.IsAcked(off) {
 				continue
 			}
-			if _, ok := sub.pending[off]; ok {
+			slot := -1
+			if pc, ok := sub.pending[off]; ok {
+				if s, ok := pc.pendingSlots[off]; ok {
+					slot = s
+				}
 				sub.settle(off)
 			}
 			sub.redeliveries[off]++
-			sub.addReplay(off, &replayItem{slot: -1})
+			sub.addReplay(off, &replayItem{slot: slot})
 		}
 	})
 	return nil

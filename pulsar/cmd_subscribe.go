@@ -322,9 +322,15 @@ func (s *subscription) removeConsumer(c *consumer) {
 	case pb.CommandSubscribe_Shared, pb.CommandSubscribe_Key_Shared:
 		for off, pc := range s.pending {
 			if pc == c {
+				// Keep the key's slot so later entries of the same key wait
+				// behind this one (per-key order across the hand-over).
+				slot, ok := c.pendingSlots[off]
+				if !ok {
+					slot = -1
+				}
 				s.settle(off)
 				s.redeliveries[off]++
-				s.addReplay(off, &replayItem{slot: -1})
+				s.addReplay(off, &replayItem{slot: slot})
 			}
 		}
 		if s.subType == pb.CommandSubscribe_Key_Shared {
