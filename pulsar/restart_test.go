@@ -2,11 +2,14 @@ package pulsar
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/nereusstream/nereus-go/managedledger"
 )
 
 // TestDurableSubscriptionSurvivesCrash: acknowledged messages whose ack was
@@ -189,5 +192,44 @@ func TestStaleBrokerIsFenced(t *testing.T) {
 	defer cancel()
 	if m, err := cons.Receive(rctx); err == nil {
 		t.Fatalf("stale write stored: %q", m.Payload())
+	}
+}
+
+// TestDedupSnapshotAndReplay: after enough appends the broker snapshots
+// producer sequences (so a reload replays only later entries), and a
+// restart after more appends past the snapshot still reports the right last
+// sequence id.
+func TestDedupSnapshotAndReplay(t *testing.T) {
+	b := startBroker(t, Config{})
+	if b.external {
+		t.Skip("needs an in-process broker to crash")
+	}
+	topic := newTopic("dedupsnap")
+	c := b.client(t)
+	p := producerT(t, c, pulsar.ProducerOptions{Topic: topic, Name: "snap-producer", DisableBatching: true, MaxPendingMessages: 100})
+	produceN(t, p, 1100, "s")
+	name, _ := managedledger.ParseTopicName(topic)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw, _, ok, err := b.srv.ml.GetState(ctxT(t, 5*time.Second), name, "dedup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && strings.Contains(string(raw), `"snap-producer"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dedup snapshot after 1100 appends")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	produceN(t, p, 7, "t") // past the snapshot: found by replay
+	p.Close()
+	b.crashAndRestart(t)
+	c2 := b.client(t)
+	p2 := producerT(t, c2, pulsar.ProducerOptions{Topic: topic, Name: "snap-producer", DisableBatching: true})
+	produceN(t, p2, 1, "u")
+	if p2.LastSequenceID() != 1107 {
+		t.Fatalf("after restart the producer continued at %d, want 1107", p2.LastSequenceID())
 	}
 }
