@@ -60,6 +60,7 @@ type producer struct {
 }
 
 type pendingSend struct {
+	ticket       appendTicket
 	seq, highest uint64
 	lastSeq      int64
 	numMsgs      int

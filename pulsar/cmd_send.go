@@ -65,7 +65,7 @@ func handleSend(c *conn, f wire.Frame) error {
 		}
 		return err
 	}
-	fut, err := p.t.appendEntry(p, send, &pl)
+	fut, ticket, err := p.t.appendEntry(p, send, &pl)
 	if err != nil {
 		code, msg := toServerError(err)
 		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_SEND_ERROR.Enum(), SendError: &pb.CommandSendError{
@@ -74,7 +74,7 @@ func handleSend(c *conn, f wire.Frame) error {
 		return nil
 	}
 	first := send.GetSequenceId()
-	ps := &pendingSend{seq: first, highest: send.GetHighestSequenceId(), numMsgs: pl.NumMessages(), bytes: len(pl.Message), fut: fut,
+	ps := &pendingSend{ticket: ticket, seq: first, highest: send.GetHighestSequenceId(), numMsgs: pl.NumMessages(), bytes: len(pl.Message), fut: fut,
 		lastSeq: max(int64(first), int64(send.GetHighestSequenceId()), int64(pl.Metadata.GetHighestSequenceId()))}
 	stopped := false
 	select {
@@ -88,16 +88,14 @@ func handleSend(c *conn, f wire.Frame) error {
 			return nil
 		case <-p.stopped:
 		case <-c.closed:
-			return nil
 		}
 	}
-	{
-		// The producer was closed under us; the append still settles.
-		go func() {
-			res, err := fut.Wait(context.Background())
-			p.t.appendSettled(p.name, ps.lastSeq, res, err)
-		}()
-	}
+	// The producer or connection closed under us; the append still settles
+	// (and is recorded) without a receipt.
+	go func() {
+		res, err := fut.Wait(context.Background())
+		p.t.appendSettled(ps.ticket, p.name, ps.lastSeq, res, err)
+	}()
 	return nil
 }
 
@@ -120,7 +118,7 @@ func (p *producer) receiptLoop() {
 		case <-p.c.closed:
 			res, err = ps.fut.Wait(context.Background())
 		}
-		p.t.appendSettled(p.name, ps.lastSeq, res, err)
+		p.t.appendSettled(ps.ticket, p.name, ps.lastSeq, res, err)
 		p.answer(ps, res, err)
 	}
 }
@@ -132,7 +130,7 @@ func (p *producer) drainPending() {
 		select {
 		case ps := <-p.pending:
 			res, err := ps.fut.Wait(context.Background())
-			p.t.appendSettled(p.name, ps.lastSeq, res, err)
+			p.t.appendSettled(ps.ticket, p.name, ps.lastSeq, res, err)
 		default:
 			return
 		}

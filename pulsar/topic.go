@@ -38,10 +38,18 @@ type topic struct {
 	dedup       bool
 	lastIndex   int64            // broker-entry-metadata index of the last appended message
 	lastSeq     map[string]int64 // dedup: highest sequence id committed per producer name
-	inflight    int              // appends not yet settled by a receipt loop
-	appendedEnd int64            // end offset after the last settled append
-	sinceSnap   int
-	dedupVer    metadata.Version
+	// Dedup snapshot bookkeeping. Appends are numbered in issue (= commit)
+	// order; settledThrough is the end offset of the longest prefix of
+	// appends whose outcomes are all recorded in lastSeq, so a snapshot at
+	// that offset is exact even while later appends are in flight.
+	writerGen      uint64 // bumped by prepareWriter; tickets of older generations are ignored
+	issued         uint64
+	prefix         uint64           // appends 1..prefix are settled
+	settled        map[uint64]int64 // settled beyond the prefix: id -> end offset (-1: nothing written)
+	settledThrough int64
+	snapBlocked    bool // an append's outcome stayed unknown: no exact snapshot until reload
+	sinceSnap      int
+	dedupVer       metadata.Version
 
 	stats topicStats
 }
@@ -112,7 +120,9 @@ func (t *topic) prepareWriter(ctx context.Context) error {
 			}
 		}
 	}
-	t.appendedEnd = end
+	t.settledThrough = end
+	t.writerGen++
+	t.issued, t.prefix, t.settled, t.snapBlocked = 0, 0, map[uint64]int64{}, false
 	t.dedup = t.s.dedupEnabled(ctx, t.name.NamespaceName())
 	if t.dedup {
 		if err := t.loadDedupLocked(ctx, start, end); err != nil {
@@ -177,10 +187,10 @@ func (t *topic) loadDedupLocked(ctx context.Context, start, end int64) error {
 // the snapshot's Through is exact. Best effort: a failed write only means
 // a longer replay on the next load.
 func (t *topic) snapshotDedupLocked(ctx context.Context) {
-	if !t.dedup || t.inflight != 0 || t.sinceSnap == 0 {
+	if !t.dedup || t.snapBlocked || t.sinceSnap == 0 {
 		return
 	}
-	snap := dedupSnapshot{Through: t.appendedEnd, Producers: make(map[string]int64, len(t.lastSeq))}
+	snap := dedupSnapshot{Through: t.settledThrough, Producers: make(map[string]int64, len(t.lastSeq))}
 	for k, v := range t.lastSeq {
 		snap.Producers[k] = v
 	}
@@ -208,11 +218,16 @@ func (t *topic) snapshotDedupLocked(ctx context.Context) {
 // appendEntry stores one SEND's message as one stream entry, prefixed with
 // broker-entry metadata (broker timestamp; index = running count of
 // messages minus one, as Pulsar's AppendIndexMetadataInterceptor).
-func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload) (*stream.AppendFuture, error) {
+// appendTicket identifies an issued append for the snapshot bookkeeping.
+type appendTicket struct {
+	gen, n uint64
+}
+
+func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload) (*stream.AppendFuture, appendTicket, error) {
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
 	if !t.writerReady {
-		return nil, newError(pb.ServerError_ServiceNotReady, "topic is not writable on this broker")
+		return nil, appendTicket{}, newError(pb.ServerError_ServiceNotReady, "topic is not writable on this broker")
 	}
 	n := int64(pl.NumMessages())
 	idx := t.lastIndex + n
@@ -228,25 +243,44 @@ func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload)
 	}
 	fut := t.ledger.AppendAsync(stream.Entry{Payload: buf, Timestamp: int64(pl.Metadata.GetPublishTime())}, seq)
 	t.lastIndex = idx
-	t.inflight++
-	return fut, nil
+	t.issued++
+	return fut, appendTicket{gen: t.writerGen, n: t.issued}, nil
 }
 
-// appendSettled records the outcome of an append in the dedup state.
-func (t *topic) appendSettled(producer string, lastSeq int64, res stream.AppendResult, err error) {
+// appendSettled records the outcome of append id in the dedup state.
+func (t *topic) appendSettled(tk appendTicket, producer string, lastSeq int64, res stream.AppendResult, err error) {
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
-	t.inflight--
-	if err == nil && !res.Duplicate {
-		t.appendedEnd = max(t.appendedEnd, res.End)
+	if tk.gen != t.writerGen || t.settled == nil {
+		return // issued before the writer was (re)prepared
+	}
+	id := tk.n
+	end := int64(-1)
+	switch {
+	case err == nil && !res.Duplicate:
+		end = res.End
 		if t.dedup {
 			if cur, ok := t.lastSeq[producer]; !ok || lastSeq > cur {
 				t.lastSeq[producer] = lastSeq
 			}
 			t.sinceSnap++
 		}
+	case stream.CommitCertainty(err) == stream.MaybeCommitted:
+		// It may be in the stream without being in lastSeq: a snapshot
+		// past it could hide it from the replay.
+		t.snapBlocked = true
 	}
-	if t.sinceSnap >= 1000 && t.inflight == 0 {
+	t.settled[id] = end
+	for {
+		e, ok := t.settled[t.prefix+1]
+		if !ok {
+			break
+		}
+		delete(t.settled, t.prefix+1)
+		t.prefix++
+		t.settledThrough = max(t.settledThrough, e)
+	}
+	if t.sinceSnap >= 1000 {
 		ctx, cancel := context.WithTimeout(t.s.ctx, 5*time.Second)
 		t.snapshotDedupLocked(ctx)
 		cancel()
@@ -334,7 +368,6 @@ func (t *topic) close(ctx context.Context, release bool) error {
 	}
 	if release {
 		t.appendMu.Lock()
-		// Wait briefly for in-flight appends so the snapshot is exact.
 		t.snapshotDedupLocked(ctx)
 		t.appendMu.Unlock()
 		if err := t.ledger.Close(ctx); err != nil && firstErr == nil {
