@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,10 +109,36 @@ func (b *broker) stop(t testing.TB) {
 	b.srv = nil
 }
 
+// canCrash reports whether crashAndRestart works: always in-process; for an
+// external broker when NEREUS_PULSAR_RESTART_CMD names a shell command that
+// kills it (e.g. SIGKILL) and starts it again on the same addresses and
+// storage.
+func (b *broker) canCrash() bool {
+	return !b.external || os.Getenv("NEREUS_PULSAR_RESTART_CMD") != ""
+}
+
 // crash stops the broker without persisting anything (as kill -9 would)
 // and starts a new one on the same address and storage.
 func (b *broker) crashAndRestart(t testing.TB) {
 	t.Helper()
+	if b.external {
+		out, err := exec.Command("sh", "-c", os.Getenv("NEREUS_PULSAR_RESTART_CMD")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("NEREUS_PULSAR_RESTART_CMD: %v\n%s", err, out)
+		}
+		addr := strings.TrimPrefix(b.URL, "pulsar://")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if nc, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				_ = nc.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker at %s did not come back", addr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	b.srv.kill()
 	_ = b.hsrv.Close()
 	b.srv = nil
