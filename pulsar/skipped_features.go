@@ -23,6 +23,13 @@ package pulsar
 //     transfer between brokers: every broker serves every topic; ownership is
 //     the stream core's append session, and a broker started later fences
 //     the earlier one's appends.
+//   - Acknowledgement-driven trimming: Pulsar (without retention) deletes
+//     ledgers once every subscription has consumed them; here data stays
+//     until the stream's own retention trims it. Cursors and readers cope
+//     with a trimmed start (they skip to the first readable entry).
+//   - Idle topic unloading: a topic stays loaded (ledger handle, dispatcher
+//     goroutines of its subscriptions) until it is deleted or the broker
+//     shuts down.
 //   - Geo-replication and replicated subscriptions.
 //   - Non-persistent topics: accepted, but stored like persistent ones.
 //   - Shared-subscription priority levels and maxUnackedMessagesPerConsumer
