@@ -1,0 +1,524 @@
+package managedledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+// Metadata key layout (all under "pulsar/").
+const (
+	keyRoot        = "pulsar/"
+	keyLedgerSeq   = "pulsar/ledger-id-seq"
+	keyBrokerSeq   = "pulsar/broker-incarnation-seq"
+	keyTenants     = "pulsar/tenants/"     // + tenant
+	keyNamespaces  = "pulsar/namespaces/"  // + tenant/ns
+	keyPartitioned = "pulsar/partitioned/" // + topic keyPath
+	keyTopics      = "pulsar/topics/"      // + topic keyPath
+	keyCursors     = "pulsar/cursors/"     // + topic keyPath + "/" + escaped sub
+	keyState       = "pulsar/state/"       // + kind + "/" + topic keyPath
+)
+
+// Config configures a Factory.
+type Config struct {
+	// WriterID names this broker to the stream core's append sessions.
+	WriterID string
+	// AuthorityEpoch is this broker incarnation's fencing epoch (see
+	// AllocateIncarnation): a broker started later takes over the append
+	// sessions of an earlier one and fences it.
+	AuthorityEpoch int64
+	// SessionTTL is the append session TTL (default 30s).
+	SessionTTL time.Duration
+	// Profile is the storage profile for new topic streams (default: the
+	// core's default).
+	Profile stream.Profile
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Factory opens and creates ledgers, and owns the Pulsar catalog (tenants,
+// namespaces, partitioned topics) in metadata.
+type Factory struct {
+	storage stream.Storage
+	meta    metadata.Store
+	cfg     Config
+}
+
+// NewFactory returns a Factory over the given storage and metadata.
+func NewFactory(storage stream.Storage, meta metadata.Store, cfg Config) *Factory {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 30 * time.Second
+	}
+	return &Factory{storage: storage, meta: meta, cfg: cfg}
+}
+
+// AllocateIncarnation returns a new, strictly increasing broker incarnation
+// number from metadata. A broker uses it as its append-session authority
+// epoch and in generated producer names, so both are unique across
+// restarts.
+func AllocateIncarnation(ctx context.Context, meta metadata.Store) (int64, error) {
+	return nextCounter(ctx, meta, keyBrokerSeq)
+}
+
+type topicRecord struct {
+	LedgerID   int64     `json:"ledgerId"`
+	StreamName string    `json:"stream"`
+	StreamID   uint64    `json:"streamId"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// Open returns the ledger of topic, creating topic and stream when create
+// is set. Without create a missing topic is ErrTopicNotFound.
+func (f *Factory) Open(ctx context.Context, topic TopicName, create bool) (*Ledger, error) {
+	key := keyTopics + topic.keyPath()
+	for attempt := 0; attempt < 16; attempt++ {
+		var rec topicRecord
+		_, ok, err := getRecord(ctx, f.meta, key, &rec)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			info, err := f.storage.Describe(ctx, stream.ID(rec.StreamID))
+			if err != nil {
+				return nil, fmt.Errorf("topic %s: stream %s: %w", topic, rec.StreamName, err)
+			}
+			return &Ledger{f: f, name: topic, rec: rec, id: info.ID}, nil
+		}
+		if !create {
+			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+		}
+		if err := f.checkNamespace(ctx, topic.NamespaceName()); err != nil {
+			return nil, err
+		}
+		if _, ok, err := f.getPartitioned(ctx, topic); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, fmt.Errorf("%w: %s is a partitioned topic; use its partitions", ErrTopicExists, topic)
+		}
+		ledgerID, err := nextCounter(ctx, f.meta, keyLedgerSeq)
+		if err != nil {
+			return nil, err
+		}
+		// The stream first: a crash before the record leaves a stream the
+		// next create adopts (Create returns the existing stream).
+		info, err := f.storage.Create(ctx, topic.streamName(), stream.CreateOptions{Profile: f.cfg.Profile,
+			Attributes: map[string]string{"protocol": "pulsar", "topic": topic.String()}})
+		if err != nil && !errors.Is(err, stream.ErrStreamExists) {
+			return nil, fmt.Errorf("topic %s: create stream: %w", topic, err)
+		}
+		rec = topicRecord{LedgerID: ledgerID, StreamName: info.Name, StreamID: uint64(info.ID), CreatedAt: time.Now().UTC()}
+		val, err := encodeRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.meta.Put(ctx, key, val, metadata.NotExists)
+		switch metadata.Classify(err) {
+		case metadata.Applied:
+			f.cfg.Logger.Info("pulsar topic created", "topic", topic.String(), "ledgerId", ledgerID, "stream", info.Name)
+			return &Ledger{f: f, name: topic, rec: rec, id: info.ID}, nil
+		case metadata.Conflict, metadata.Unknown:
+			continue // someone (maybe we) created it: re-read.
+		default:
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: open %s", ErrTooManyConflicts, topic)
+}
+
+// Exists reports whether topic exists as a non-partitioned topic (or a
+// partition).
+func (f *Factory) Exists(ctx context.Context, topic TopicName) (bool, error) {
+	_, err := f.meta.Get(ctx, keyTopics+topic.keyPath())
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Delete removes a topic: its stream, cursors, per-topic state and record.
+// Deleting a missing topic is ErrTopicNotFound. The caller must have closed
+// the topic's producers and consumers.
+func (f *Factory) Delete(ctx context.Context, topic TopicName) error {
+	key := keyTopics + topic.keyPath()
+	var rec topicRecord
+	ver, ok, err := getRecord(ctx, f.meta, key, &rec)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	if err := f.storage.Delete(ctx, stream.ID(rec.StreamID)); err != nil && !errors.Is(err, stream.ErrStreamNotFound) {
+		return fmt.Errorf("topic %s: delete stream: %w", topic, err)
+	}
+	prefix := keyCursors + topic.keyPath() + "/"
+	recs, err := f.meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := f.meta.Delete(ctx, r.Key, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
+			return err
+		}
+	}
+	for _, kind := range stateKinds {
+		if err := f.meta.Delete(ctx, keyState+kind+"/"+topic.keyPath(), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
+			return err
+		}
+	}
+	if err := f.meta.Delete(ctx, key, ver); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
+		return err
+	}
+	f.cfg.Logger.Info("pulsar topic deleted", "topic", topic.String())
+	return nil
+}
+
+// ListTopics lists the non-partitioned topics and partitions of a namespace
+// in the given domain, as fully qualified names.
+func (f *Factory) ListTopics(ctx context.Context, domain, namespace string) ([]string, error) {
+	prefix := keyTopics + domain + "/" + namespace + "/"
+	recs, err := f.meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, domain+"://"+namespace+"/"+unescape(strings.TrimPrefix(r.Key, prefix)))
+	}
+	return out, nil
+}
+
+// stateKinds are the per-topic state records Delete removes.
+var stateKinds = []string{"schemas", "dedup"}
+
+// GetState reads the per-topic state record of kind (e.g. "schemas"). ok is
+// false when absent.
+func (f *Factory) GetState(ctx context.Context, topic TopicName, kind string) ([]byte, metadata.Version, bool, error) {
+	rec, err := f.meta.Get(ctx, keyState+kind+"/"+topic.keyPath())
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return rec.Value, rec.Version, true, nil
+}
+
+// PutState writes a per-topic state record with a version expectation
+// (metadata.NotExists for a first write). Outcomes as metadata.Classify.
+func (f *Factory) PutState(ctx context.Context, topic TopicName, kind string, value []byte, expected metadata.Version) (metadata.Version, error) {
+	return f.meta.Put(ctx, keyState+kind+"/"+topic.keyPath(), value, expected)
+}
+
+// ---- catalog: tenants, namespaces, partitioned topics ----
+
+// TenantInfo is a tenant's admin record (Pulsar's JSON shape).
+type TenantInfo struct {
+	AdminRoles      []string `json:"adminRoles"`
+	AllowedClusters []string `json:"allowedClusters"`
+}
+
+// CreateTenant creates a tenant; ErrExists if present.
+func (f *Factory) CreateTenant(ctx context.Context, name string, info TenantInfo) error {
+	if err := CheckTenantName(name); err != nil {
+		return err
+	}
+	return f.createKey(ctx, keyTenants+name, info)
+}
+
+// UpdateTenant overwrites a tenant's info; ErrNotFound if absent.
+func (f *Factory) UpdateTenant(ctx context.Context, name string, info TenantInfo) error {
+	var old TenantInfo
+	ver, ok, err := getRecord(ctx, f.meta, keyTenants+name, &old)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: tenant %s", ErrNotFound, name)
+	}
+	val, err := encodeRecord(info)
+	if err != nil {
+		return err
+	}
+	_, err = f.meta.Put(ctx, keyTenants+name, val, ver)
+	return err
+}
+
+// GetTenant returns a tenant's info.
+func (f *Factory) GetTenant(ctx context.Context, name string) (TenantInfo, error) {
+	var info TenantInfo
+	_, ok, err := getRecord(ctx, f.meta, keyTenants+name, &info)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: tenant %s", ErrNotFound, name)
+	}
+	return info, err
+}
+
+// ListTenants lists tenant names.
+func (f *Factory) ListTenants(ctx context.Context) ([]string, error) {
+	return f.listChildren(ctx, keyTenants)
+}
+
+// DeleteTenant deletes an empty tenant.
+func (f *Factory) DeleteTenant(ctx context.Context, name string) error {
+	ns, err := f.ListNamespaces(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(ns) > 0 {
+		return fmt.Errorf("%w: tenant %s has namespaces %v", ErrNotEmpty, name, ns)
+	}
+	return f.deleteKey(ctx, keyTenants+name)
+}
+
+// NamespacePolicies is the stored namespace record (a small subset of
+// Pulsar's policies).
+type NamespacePolicies struct {
+	Deduplication *bool `json:"deduplicationEnabled,omitempty"`
+}
+
+// CreateNamespace creates tenant/ns; the tenant must exist.
+func (f *Factory) CreateNamespace(ctx context.Context, namespace string, p NamespacePolicies) error {
+	tenant, ns, ok := strings.Cut(namespace, "/")
+	if !ok || checkName(tenant) != nil || checkName(ns) != nil || strings.Contains(ns, "/") {
+		return fmt.Errorf("%w: namespace %q", ErrInvalidName, namespace)
+	}
+	if _, err := f.GetTenant(ctx, tenant); err != nil {
+		return err
+	}
+	return f.createKey(ctx, keyNamespaces+namespace, p)
+}
+
+// GetNamespace returns a namespace's policies.
+func (f *Factory) GetNamespace(ctx context.Context, namespace string) (NamespacePolicies, error) {
+	var p NamespacePolicies
+	_, ok, err := getRecord(ctx, f.meta, keyNamespaces+namespace, &p)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: namespace %s", ErrNamespaceNotFound, namespace)
+	}
+	return p, err
+}
+
+// SetNamespacePolicies overwrites a namespace's policies by CAS.
+func (f *Factory) SetNamespacePolicies(ctx context.Context, namespace string, update func(*NamespacePolicies)) error {
+	for attempt := 0; attempt < 16; attempt++ {
+		var p NamespacePolicies
+		ver, ok, err := getRecord(ctx, f.meta, keyNamespaces+namespace, &p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: namespace %s", ErrNamespaceNotFound, namespace)
+		}
+		update(&p)
+		val, err := encodeRecord(p)
+		if err != nil {
+			return err
+		}
+		_, err = f.meta.Put(ctx, keyNamespaces+namespace, val, ver)
+		switch metadata.Classify(err) {
+		case metadata.Applied:
+			return nil
+		case metadata.Conflict, metadata.Unknown:
+			continue
+		default:
+			return err
+		}
+	}
+	return ErrTooManyConflicts
+}
+
+func (f *Factory) checkNamespace(ctx context.Context, namespace string) error {
+	_, err := f.GetNamespace(ctx, namespace)
+	return err
+}
+
+// ListNamespaces lists "tenant/ns" names of a tenant.
+func (f *Factory) ListNamespaces(ctx context.Context, tenant string) ([]string, error) {
+	names, err := f.listChildren(ctx, keyNamespaces+tenant+"/")
+	for i := range names {
+		names[i] = tenant + "/" + names[i]
+	}
+	return names, err
+}
+
+// DeleteNamespace deletes a namespace that has no topics.
+func (f *Factory) DeleteNamespace(ctx context.Context, namespace string) error {
+	for _, domain := range []string{"persistent", "non-persistent"} {
+		ts, err := f.ListTopics(ctx, domain, namespace)
+		if err != nil {
+			return err
+		}
+		ps, err := f.ListPartitioned(ctx, domain, namespace)
+		if err != nil {
+			return err
+		}
+		if len(ts)+len(ps) > 0 {
+			return fmt.Errorf("%w: namespace %s has topics", ErrNotEmpty, namespace)
+		}
+	}
+	return f.deleteKey(ctx, keyNamespaces+namespace)
+}
+
+type partitionedRecord struct {
+	Partitions int `json:"partitions"`
+}
+
+func (f *Factory) getPartitioned(ctx context.Context, topic TopicName) (int, bool, error) {
+	var r partitionedRecord
+	_, ok, err := getRecord(ctx, f.meta, keyPartitioned+topic.keyPath(), &r)
+	return r.Partitions, ok, err
+}
+
+// PartitionCount returns the number of partitions of a partitioned topic,
+// 0 for a non-partitioned or missing topic.
+func (f *Factory) PartitionCount(ctx context.Context, topic TopicName) (int, error) {
+	n, _, err := f.getPartitioned(ctx, topic)
+	return n, err
+}
+
+// CreatePartitioned records a partitioned topic with n > 0 partitions. The
+// partitions' streams are created on first use (or eagerly by the caller).
+func (f *Factory) CreatePartitioned(ctx context.Context, topic TopicName, n int) error {
+	if n <= 0 || topic.PartitionIndex() >= 0 {
+		return fmt.Errorf("%w: partitioned topic %s with %d partitions", ErrInvalidName, topic, n)
+	}
+	if err := f.checkNamespace(ctx, topic.NamespaceName()); err != nil {
+		return err
+	}
+	if ok, err := f.Exists(ctx, topic); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: %s exists as a non-partitioned topic", ErrTopicExists, topic)
+	}
+	err := f.createKey(ctx, keyPartitioned+topic.keyPath(), partitionedRecord{Partitions: n})
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("%w: %s", ErrTopicExists, topic)
+	}
+	return err
+}
+
+// UpdatePartitions grows a partitioned topic to n partitions (never
+// shrinks, as in Pulsar).
+func (f *Factory) UpdatePartitions(ctx context.Context, topic TopicName, n int) error {
+	key := keyPartitioned + topic.keyPath()
+	var r partitionedRecord
+	ver, ok, err := getRecord(ctx, f.meta, key, &r)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: partitioned topic %s", ErrTopicNotFound, topic)
+	}
+	if n <= r.Partitions {
+		return fmt.Errorf("%w: partitions can only grow (%d -> %d)", ErrInvalidName, r.Partitions, n)
+	}
+	val, err := encodeRecord(partitionedRecord{Partitions: n})
+	if err != nil {
+		return err
+	}
+	_, err = f.meta.Put(ctx, key, val, ver)
+	return err
+}
+
+// DeletePartitioned deletes the partitioned-topic record (the caller
+// deletes the partitions first).
+func (f *Factory) DeletePartitioned(ctx context.Context, topic TopicName) error {
+	err := f.deleteKey(ctx, keyPartitioned+topic.keyPath())
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: partitioned topic %s", ErrTopicNotFound, topic)
+	}
+	return err
+}
+
+// ListPartitioned lists the partitioned topics of a namespace.
+func (f *Factory) ListPartitioned(ctx context.Context, domain, namespace string) ([]string, error) {
+	names, err := f.listChildren(ctx, keyPartitioned+domain+"/"+namespace+"/")
+	for i := range names {
+		names[i] = domain + "://" + namespace + "/" + names[i]
+	}
+	return names, err
+}
+
+func (f *Factory) createKey(ctx context.Context, key string, v any) error {
+	val, err := encodeRecord(v)
+	if err != nil {
+		return err
+	}
+	_, err = f.meta.Put(ctx, key, val, metadata.NotExists)
+	switch metadata.Classify(err) {
+	case metadata.Applied:
+		return nil
+	case metadata.Conflict:
+		return fmt.Errorf("%w: %s", ErrExists, strings.TrimPrefix(key, keyRoot))
+	case metadata.Unknown:
+		// Settle by re-reading: present with our bytes means applied.
+		rec, gerr := f.meta.Get(ctx, key)
+		if gerr == nil && string(rec.Value) == string(val) {
+			return nil
+		}
+		return err
+	default:
+		return err
+	}
+}
+
+func (f *Factory) deleteKey(ctx context.Context, key string) error {
+	err := f.meta.Delete(ctx, key, metadata.AnyVersion)
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, strings.TrimPrefix(key, keyRoot))
+	}
+	return err
+}
+
+// listChildren returns the direct child names under prefix (escaped
+// segments unescaped).
+func (f *Factory) listChildren(ctx context.Context, prefix string) ([]string, error) {
+	recs, err := f.meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		name, _, _ := strings.Cut(strings.TrimPrefix(r.Key, prefix), "/")
+		name = unescape(name)
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// EnsureDefaults creates the "public" tenant and "public/default" namespace
+// if missing, as a Pulsar standalone does.
+func (f *Factory) EnsureDefaults(ctx context.Context) error {
+	if err := f.CreateTenant(ctx, DefaultTenant, TenantInfo{AllowedClusters: []string{"standalone"}}); err != nil && !errors.Is(err, ErrExists) {
+		return err
+	}
+	if err := f.CreateNamespace(ctx, DefaultTenant+"/"+DefaultNamespace, NamespacePolicies{}); err != nil && !errors.Is(err, ErrExists) {
+		return err
+	}
+	return nil
+}
+
+// DeleteState removes a per-topic state record (absent is not an error).
+func (f *Factory) DeleteState(ctx context.Context, topic TopicName, kind string) error {
+	err := f.meta.Delete(ctx, keyState+kind+"/"+topic.keyPath(), metadata.AnyVersion)
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,129 @@
+// LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE.
+//
+// Behaviour:
+//   - LOOKUP always answers Connect with this broker's advertised address,
+//     authoritative=true: every broker serves every topic (ownership is the
+//     stream core's append session, not a bundle assignment).
+//   - PARTITIONED_METADATA answers the partition count of a partitioned
+//     topic, 0 otherwise (including for unknown topics, which producers and
+//     consumers then auto-create as non-partitioned, like Pulsar's
+//     allowAutoTopicCreationType=non-partitioned).
+//   - GET_TOPICS_OF_NAMESPACE lists the namespace's topics (partitions by
+//     their partition names), filtered by topics_pattern when given.
+//
+// Differences from the real broker:
+//   - No Redirect answers, no bundles, no advertised listeners
+//     (advertised_listener_name is ignored), no TLS URL.
+//   - An invalid topic name answers Failed/InvalidTopicName.
+package pulsar
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nereusstream/nereus-go/managedledger"
+	"github.com/nereusstream/nereus-go/pulsar/pb"
+	"github.com/nereusstream/nereus-go/pulsar/wire"
+)
+
+func init() {
+	register(pb.BaseCommand_LOOKUP, handleLookup)
+	register(pb.BaseCommand_PARTITIONED_METADATA, handlePartitionedMetadata)
+	register(pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, handleGetTopicsOfNamespace)
+}
+
+func handleLookup(c *conn, f wire.Frame) error {
+	l := f.Cmd.GetLookupTopic()
+	reqID := l.GetRequestId()
+	resp := &pb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
+	if _, err := managedledger.ParseTopicName(l.GetTopic()); err != nil {
+		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
+		resp.Error = pb.ServerError_InvalidTopicName.Enum()
+		resp.Message = proto.String(err.Error())
+	} else {
+		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
+		resp.BrokerServiceUrl = proto.String("pulsar://" + c.s.advertisedFor(c.nc.LocalAddr().String()))
+		resp.Authoritative = proto.Bool(true)
+	}
+	c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
+	return nil
+}
+
+func handlePartitionedMetadata(c *conn, f wire.Frame) error {
+	m := f.Cmd.GetPartitionMetadata()
+	reqID := m.GetRequestId()
+	topicName := m.GetTopic()
+	c.async(func(ctx context.Context) {
+		resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: proto.Uint64(reqID)}
+		n, err := partitionCount(ctx, c.s, topicName)
+		if err != nil {
+			code, msg := toServerError(err)
+			resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
+			resp.Error = code.Enum()
+			resp.Message = proto.String(msg)
+		} else {
+			resp.Response = pb.CommandPartitionedTopicMetadataResponse_Success.Enum()
+			resp.Partitions = proto.Uint32(uint32(n))
+		}
+		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: resp})
+	})
+	return nil
+}
+
+func partitionCount(ctx context.Context, s *Server, topic string) (int, error) {
+	name, err := managedledger.ParseTopicName(topic)
+	if err != nil {
+		return 0, err
+	}
+	if name.PartitionIndex() >= 0 {
+		return 0, nil
+	}
+	return s.ml.PartitionCount(ctx, name)
+}
+
+func handleGetTopicsOfNamespace(c *conn, f wire.Frame) error {
+	g := f.Cmd.GetGetTopicsOfNamespace()
+	reqID, ns, mode, pattern := g.GetRequestId(), g.GetNamespace(), g.GetMode(), g.GetTopicsPattern()
+	c.async(func(ctx context.Context) {
+		var domains []string
+		switch mode {
+		case pb.CommandGetTopicsOfNamespace_PERSISTENT:
+			domains = []string{"persistent"}
+		case pb.CommandGetTopicsOfNamespace_NON_PERSISTENT:
+			domains = []string{"non-persistent"}
+		default:
+			domains = []string{"persistent", "non-persistent"}
+		}
+		var topics []string
+		for _, d := range domains {
+			ts, err := c.s.ml.ListTopics(ctx, d, ns)
+			if err != nil {
+				c.sendErr(reqID, err)
+				return
+			}
+			topics = append(topics, ts...)
+		}
+		filtered := false
+		if pattern != "" {
+			// Clients send the pattern over the full name; strip the domain
+			// like Pulsar's TopicList.filterTopics.
+			if re, err := regexp.Compile(pattern); err == nil {
+				filtered = true
+				out := topics[:0]
+				for _, t := range topics {
+					if re.MatchString(t) || re.MatchString(strings.SplitN(t, "://", 2)[1]) {
+						out = append(out, t)
+					}
+				}
+				topics = out
+			}
+		}
+		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
+			GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
+				RequestId: proto.Uint64(reqID), Topics: topics, Filtered: proto.Bool(filtered), Changed: proto.Bool(true)}})
+	})
+	return nil
+}

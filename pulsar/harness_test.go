@@ -1,0 +1,171 @@
+package pulsar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/nereusstream/nereus-go/metadata/memstore"
+	"github.com/nereusstream/nereus-go/stream/streammem"
+)
+
+// broker is the server under test: in-process by default, or an external
+// one when NEREUS_PULSAR_URL (and NEREUS_PULSAR_HTTP_URL) are set.
+type broker struct {
+	URL, HTTPURL string
+	external     bool
+
+	storage *streammem.Storage
+	meta    *memstore.Store
+	srv     *Server
+	ln      net.Listener
+	hsrv    *http.Server
+	addr    string
+	cfg     Config
+}
+
+var topicSeq atomic.Int64
+
+func newTopic(prefix string) string {
+	return fmt.Sprintf("persistent://public/default/%s-%d-%d", prefix, time.Now().UnixNano()%1e9, topicSeq.Add(1))
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("NEREUS_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func startBroker(t testing.TB, cfg Config) *broker {
+	t.Helper()
+	if u := os.Getenv("NEREUS_PULSAR_URL"); u != "" {
+		return &broker{URL: u, HTTPURL: os.Getenv("NEREUS_PULSAR_HTTP_URL"), external: true}
+	}
+	b := &broker{storage: streammem.New(), meta: memstore.New(), cfg: cfg}
+	b.start(t)
+	t.Cleanup(func() { b.stop(t) })
+	return b
+}
+
+func (b *broker) start(t testing.TB) {
+	t.Helper()
+	addr := b.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the old socket may linger briefly after a restart
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.cfg
+	cfg.Logger = testLogger()
+	cfg.HTTPAdvertisedURL = "http://" + hln.Addr().String()
+	srv, err := NewServer(cfg, b.storage, b.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv, b.ln = srv, ln
+	go func() { _ = srv.Serve(ln) }()
+	b.hsrv = &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = b.hsrv.Serve(hln) }()
+	b.URL = "pulsar://" + b.addr
+	b.HTTPURL = cfg.HTTPAdvertisedURL
+}
+
+func (b *broker) stop(t testing.TB) {
+	if b.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		t.Logf("shutdown: %v", err)
+	}
+	_ = b.hsrv.Close()
+	b.srv = nil
+}
+
+// canCrash reports whether crashAndRestart works: always in-process; for an
+// external broker when NEREUS_PULSAR_RESTART_CMD names a shell command that
+// kills it (e.g. SIGKILL) and starts it again on the same addresses and
+// storage.
+func (b *broker) canCrash() bool {
+	return !b.external || os.Getenv("NEREUS_PULSAR_RESTART_CMD") != ""
+}
+
+// crash stops the broker without persisting anything (as kill -9 would)
+// and starts a new one on the same address and storage.
+func (b *broker) crashAndRestart(t testing.TB) {
+	t.Helper()
+	if b.external {
+		out, err := exec.Command("sh", "-c", os.Getenv("NEREUS_PULSAR_RESTART_CMD")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("NEREUS_PULSAR_RESTART_CMD: %v\n%s", err, out)
+		}
+		addr := strings.TrimPrefix(b.URL, "pulsar://")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if nc, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				_ = nc.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker at %s did not come back", addr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	b.srv.kill()
+	_ = b.hsrv.Close()
+	b.srv = nil
+	b.start(t)
+}
+
+func (b *broker) client(t testing.TB) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:               b.URL,
+		OperationTimeout:  30 * time.Second,
+		ConnectionTimeout: 10 * time.Second,
+		Logger:            plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func contextWithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, d)
+}

@@ -1,0 +1,42 @@
+package pulsar
+
+// Deliberate gaps, with reasons. Each is a known difference from Apache
+// Pulsar's broker; none is silently emulated.
+//
+//   - Authentication and authorization: CONNECT accepts any auth method and
+//     data, no AUTH_CHALLENGE is sent, admin endpoints are open. Nereus binds
+//     to loopback by default; TLS and auth are a later issue.
+//   - TLS listeners (pulsar+ssl://, https://): not served.
+//   - Transactions (TC_CLIENT_CONNECT_REQUEST, NEW_TXN, ADD_PARTITION_TO_TXN,
+//     ADD_SUBSCRIPTION_TO_TXN, END_TXN): answered with ERROR NotAllowedError
+//     carrying the request id; txnid fields on SEND and ACK are ignored (the
+//     message is stored, the ack applied). Needs a transaction coordinator.
+//   - WATCH_TOPIC_LIST: not served and not advertised (Java clients fall back
+//     to polling GET_TOPICS_OF_NAMESPACE).
+//   - Delayed delivery (deliver_at_time): messages are delivered at once.
+//     Needs a per-subscription delay index.
+//   - Message chunking: chunks are stored and dispatched as ordinary entries
+//     (clients reassemble); no broker-side chunk validation.
+//   - Compaction and read_compacted: no compacted view exists.
+//   - Retention and backlog quotas, publish/dispatch rate limits, topic
+//     policies, namespace bundles, load balancing and topic ownership
+//     transfer between brokers: every broker serves every topic; ownership is
+//     the stream core's append session, and a broker started later fences
+//     the earlier one's appends.
+//   - Acknowledgement-driven trimming: Pulsar (without retention) deletes
+//     ledgers once every subscription has consumed them; here data stays
+//     until the stream's own retention trims it. Cursors and readers cope
+//     with a trimmed start (they skip to the first readable entry).
+//   - Idle topic unloading: a topic stays loaded (ledger handle, dispatcher
+//     goroutines of its subscriptions) until it is deleted or the broker
+//     shuts down.
+//   - Geo-replication and replicated subscriptions.
+//   - Non-persistent topics: accepted, but stored like persistent ones.
+//   - Shared-subscription priority levels and maxUnackedMessagesPerConsumer
+//     blocking; consumer epochs (the client filters stale messages).
+//   - Schema compatibility strategies: schemas are versioned, never checked
+//     unless Config.EnforceSchema (then only the type is compared).
+//   - WaitForExclusive producers are refused with ProducerBusy instead of
+//     being queued.
+//   - REACHED_END_OF_TOPIC / topic termination: pulsar-client-go does not
+//     handle the command, so it is never sent.

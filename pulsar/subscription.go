@@ -1,0 +1,513 @@
+package pulsar
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nereusstream/nereus-go/managedledger"
+	"github.com/nereusstream/nereus-go/pulsar/pb"
+	"github.com/nereusstream/nereus-go/pulsar/wire"
+)
+
+// subscription dispatches one topic's entries to the consumers of one
+// subscription. A single goroutine (run) owns every field marked
+// "loop-owned"; other goroutines reach it with do/call closures. The cursor
+// is safe for concurrent use and is updated directly by ACK handlers so an
+// ACK_RESPONSE can wait for its flush.
+type subscription struct {
+	t       *topic
+	name    string
+	cursor  *managedledger.Cursor
+	durable bool
+
+	cmds     chan func()
+	stopCh   chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+
+	// loop-owned
+	subType      pb.CommandSubscribe_SubType
+	consumers    []*consumer
+	rr           int
+	readPos      int64                 // next offset to read for first delivery
+	pending      map[int64]*consumer   // delivered, not yet acknowledged
+	replay       map[int64]*replayItem // to deliver again (redelivery, key order)
+	redeliveries map[int64]uint32
+	slotPending  map[int]*slotState // Key_Shared: slot -> consumer holding unacked entries
+	replaySlots  map[int]int        // Key_Shared: slot -> entries waiting in replay
+	ring         []ringPoint        // Key_Shared AUTO_SPLIT assignment
+	active       *consumer          // Failover
+	notify       <-chan struct{}
+	retryAt      time.Time
+}
+
+type replayItem struct {
+	e    *managedledger.Entry // nil: read again from storage
+	slot int                  // -1: unknown until read
+}
+
+type slotState struct {
+	c *consumer
+	n int
+}
+
+type ringPoint struct {
+	hash uint32
+	c    *consumer
+}
+
+func newSubscription(t *topic, name string, cursor *managedledger.Cursor, durable bool) *subscription {
+	s := &subscription{
+		t: t, name: name, cursor: cursor, durable: durable,
+		cmds: make(chan func(), 1024), stopCh: make(chan struct{}), done: make(chan struct{}),
+		readPos: cursor.AckedBelow(), pending: map[int64]*consumer{}, replay: map[int64]*replayItem{},
+		redeliveries: map[int64]uint32{}, slotPending: map[int]*slotState{}, replaySlots: map[int]int{},
+	}
+	go s.run()
+	go s.flushLoop()
+	return s
+}
+
+// do queues fn on the dispatcher; false if the subscription stopped.
+func (s *subscription) do(fn func()) bool {
+	select {
+	case s.cmds <- fn:
+		return true
+	case <-s.stopCh:
+		return false
+	}
+}
+
+// call runs fn on the dispatcher and waits for it.
+func (s *subscription) call(fn func()) bool {
+	done := make(chan struct{})
+	if !s.do(func() { fn(); close(done) }) {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+// stop ends the dispatcher and, with flush, persists the cursor.
+func (s *subscription) stop(ctx context.Context, flush bool) error {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+	<-s.done
+	if flush {
+		return s.cursor.Flush(ctx)
+	}
+	return nil
+}
+
+func (s *subscription) flushLoop() {
+	tick := time.NewTicker(s.t.s.cfg.CursorFlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(s.t.s.ctx, 10*time.Second)
+			if err := s.cursor.Flush(ctx); err != nil {
+				s.t.s.log.Warn("pulsar cursor flush failed", "topic", s.t.name.String(), "sub", s.name, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+func (s *subscription) run() {
+	defer close(s.done)
+	for {
+		progressed := s.dispatch()
+		// Commands change what can be dispatched (permits, consumers,
+		// acks): after running any, dispatch again before waiting, or a
+		// wait on a stale (or nil) notify channel could sleep forever.
+		for drained := false; !drained; {
+			select {
+			case fn := <-s.cmds:
+				fn()
+				progressed = true
+			case <-s.stopCh:
+				return
+			default:
+				drained = true
+			}
+		}
+		if progressed {
+			continue
+		}
+		var timer *time.Timer
+		var timerC <-chan time.Time
+		if !s.retryAt.IsZero() {
+			timer = time.NewTimer(time.Until(s.retryAt))
+			timerC = timer.C
+		}
+		notify := s.notify
+		if !s.canReceive() {
+			notify = nil
+		}
+		select {
+		case fn := <-s.cmds:
+			fn()
+		case <-notify:
+		case <-timerC:
+			s.retryAt = time.Time{}
+		case <-s.stopCh:
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// canReceive reports whether some eligible consumer has permits.
+func (s *subscription) canReceive() bool {
+	for _, c := range s.consumers {
+		if c.permits > 0 && s.eligible(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *subscription) eligible(c *consumer) bool {
+	switch s.subType {
+	case pb.CommandSubscribe_Exclusive:
+		return len(s.consumers) > 0 && s.consumers[0] == c
+	case pb.CommandSubscribe_Failover:
+		return s.active == c
+	}
+	return true
+}
+
+// dispatch delivers what it can; true if it made progress.
+func (s *subscription) dispatch() bool {
+	if !s.canReceive() || !s.retryAt.IsZero() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(s.t.s.ctx, 10*time.Second)
+	defer cancel()
+	end, ch, err := s.t.ledger.Notify(ctx)
+	if err != nil {
+		s.readFailed(err)
+		return false
+	}
+	s.notify = ch
+	progressed := false
+	if len(s.replay) > 0 {
+		progressed = s.dispatchReplay(ctx)
+	}
+	if len(s.replay) >= s.t.s.cfg.MaxReplayEntries || s.readPos >= end || !s.canReceive() {
+		return progressed
+	}
+	entries, next, err := s.t.ledger.Read(ctx, s.readPos, s.t.s.cfg.DispatchBatch, 4<<20)
+	if err != nil {
+		s.readFailed(err)
+		return progressed
+	}
+	for i := range entries {
+		e := &entries[i]
+		if s.cursor.IsAcked(e.Offset) {
+			s.readPos = e.Offset + 1
+			continue
+		}
+		pl, ok := s.parse(e)
+		if !ok {
+			s.readPos = e.Offset + 1
+			continue
+		}
+		c := s.choose(pl, -1)
+		if c == nil {
+			if s.subType == pb.CommandSubscribe_Key_Shared && s.canReceive() {
+				// The key's consumer is busy: hold the entry back and keep
+				// going for other keys (per-key order is kept because later
+				// entries of the same slot queue behind it).
+				s.addReplay(e.Offset, &replayItem{e: e, slot: slotOf(pl)})
+				s.readPos = e.Offset + 1
+				progressed = true
+				continue
+			}
+			s.readPos = e.Offset
+			return progressed
+		}
+		s.deliver(c, e, pl)
+		s.readPos = e.Offset + 1
+		progressed = true
+	}
+	if len(entries) == 0 {
+		s.readPos = max(s.readPos, next)
+	}
+	return progressed
+}
+
+func (s *subscription) readFailed(err error) {
+	s.t.s.log.Warn("pulsar dispatch read failed", "topic", s.t.name.String(), "sub", s.name, "err", err)
+	s.retryAt = time.Now().Add(200 * time.Millisecond)
+}
+
+func (s *subscription) parse(e *managedledger.Entry) (*wire.Payload, bool) {
+	pl, err := wire.ParsePayload(e.Payload)
+	if err != nil {
+		// Corrupt bytes are never served. The entry stays unacknowledged
+		// (visible in the backlog) and dispatch moves on.
+		s.t.s.log.Error("pulsar entry failed validation; not delivered", "topic", s.t.name.String(), "offset", e.Offset, "err", err)
+		return nil, false
+	}
+	return &pl, true
+}
+
+func slotOf(pl *wire.Payload) int {
+	k := pl.Key()
+	if k == nil {
+		k = []byte("NONE_KEY")
+	}
+	return wire.StickyKeyHash(k)
+}
+
+func (s *subscription) addReplay(off int64, it *replayItem) {
+	if old, ok := s.replay[off]; ok {
+		if old.e == nil && it.e != nil {
+			old.e = it.e
+		}
+		return
+	}
+	s.replay[off] = it
+	if it.slot >= 0 {
+		s.replaySlots[it.slot]++
+	}
+}
+
+func (s *subscription) removeReplay(off int64) {
+	it, ok := s.replay[off]
+	if !ok {
+		return
+	}
+	delete(s.replay, off)
+	if it.slot >= 0 {
+		if s.replaySlots[it.slot]--; s.replaySlots[it.slot] <= 0 {
+			delete(s.replaySlots, it.slot)
+		}
+	}
+}
+
+// dispatchReplay delivers held-back entries in offset order.
+func (s *subscription) dispatchReplay(ctx context.Context) bool {
+	offs := make([]int64, 0, len(s.replay))
+	for off := range s.replay {
+		offs = append(offs, off)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	blocked := map[int]bool{}
+	progressed := false
+	budget := s.t.s.cfg.DispatchBatch
+	for _, off := range offs {
+		if budget == 0 || !s.canReceive() {
+			break
+		}
+		it := s.replay[off]
+		if s.cursor.IsAcked(off) {
+			s.removeReplay(off)
+			progressed = true
+			continue
+		}
+		e := it.e
+		if e == nil {
+			re, ok, err := s.t.ledger.ReadOne(ctx, off)
+			if err != nil {
+				s.readFailed(err)
+				return progressed
+			}
+			if !ok { // trimmed away
+				s.removeReplay(off)
+				progressed = true
+				continue
+			}
+			e = &re
+		}
+		pl, ok := s.parse(e)
+		if !ok {
+			s.removeReplay(off)
+			continue
+		}
+		slot := -1
+		if s.subType == pb.CommandSubscribe_Key_Shared {
+			slot = slotOf(pl)
+			if it.slot < 0 {
+				it.slot = slot
+				s.replaySlots[slot]++
+			}
+			if blocked[slot] {
+				continue
+			}
+		}
+		c := s.chooseReplay(pl, slot)
+		if c == nil {
+			if slot >= 0 {
+				blocked[slot] = true
+				continue
+			}
+			break
+		}
+		s.removeReplay(off)
+		s.deliver(c, e, pl)
+		budget--
+		progressed = true
+	}
+	return progressed
+}
+
+// choose picks the consumer for a first delivery, nil if none can take it.
+func (s *subscription) choose(pl *wire.Payload, _ int) *consumer {
+	if s.subType == pb.CommandSubscribe_Key_Shared {
+		slot := slotOf(pl)
+		if s.replaySlots[slot] > 0 {
+			return nil // an earlier entry of this key is waiting
+		}
+		return s.keyOwner(slot)
+	}
+	return s.chooseReplay(pl, -1)
+}
+
+func (s *subscription) chooseReplay(pl *wire.Payload, slot int) *consumer {
+	switch s.subType {
+	case pb.CommandSubscribe_Exclusive:
+		if len(s.consumers) > 0 && s.consumers[0].permits > 0 {
+			return s.consumers[0]
+		}
+		return nil
+	case pb.CommandSubscribe_Failover:
+		if s.active != nil && s.active.permits > 0 {
+			return s.active
+		}
+		return nil
+	case pb.CommandSubscribe_Key_Shared:
+		if slot < 0 {
+			slot = slotOf(pl)
+		}
+		return s.keyOwner(slot)
+	}
+	n := len(s.consumers)
+	for i := 0; i < n; i++ {
+		c := s.consumers[(s.rr+i)%n]
+		if c.permits > 0 {
+			s.rr = (s.rr + i + 1) % n
+			return c
+		}
+	}
+	return nil
+}
+
+// keyOwner returns the consumer owning slot if it may receive now: it has
+// permits and no other consumer still holds unacknowledged entries of the
+// slot (which keeps per-key order across consumer changes).
+func (s *subscription) keyOwner(slot int) *consumer {
+	var owner *consumer
+	for _, c := range s.consumers {
+		for _, r := range c.ranges {
+			if slot >= r[0] && slot <= r[1] {
+				owner = c
+			}
+		}
+	}
+	if owner == nil && len(s.ring) > 0 {
+		h := uint32(slot)
+		i := sort.Search(len(s.ring), func(i int) bool { return s.ring[i].hash >= h })
+		if i == len(s.ring) {
+			i = 0
+		}
+		owner = s.ring[i].c
+	}
+	if owner == nil || owner.permits <= 0 {
+		return nil
+	}
+	if sp := s.slotPending[slot]; sp != nil && sp.c != owner && sp.n > 0 {
+		return nil
+	}
+	return owner
+}
+
+// rebuildRing assigns the Key_Shared hash space among AUTO_SPLIT consumers
+// by consistent hashing (100 points each), so a joining or leaving
+// consumer moves only a share of the keys.
+func (s *subscription) rebuildRing() {
+	s.ring = s.ring[:0]
+	for _, c := range s.consumers {
+		if len(c.ranges) > 0 {
+			continue
+		}
+		for i := 0; i < 100; i++ {
+			key := fmt.Sprintf("%s#%d#%d", c.name, c.id, i)
+			s.ring = append(s.ring, ringPoint{hash: uint32(wire.StickyKeyHash([]byte(key))), c: c})
+		}
+	}
+	sort.Slice(s.ring, func(i, j int) bool { return s.ring[i].hash < s.ring[j].hash })
+}
+
+func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Payload) {
+	msgID := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(s.t.ledger.LedgerID())), EntryId: proto.Uint64(uint64(e.Offset))}
+	cmd := &pb.CommandMessage{ConsumerId: proto.Uint64(c.id), MessageId: msgID}
+	if n := s.redeliveries[e.Offset]; n > 0 {
+		cmd.RedeliveryCount = proto.Uint32(n)
+	}
+	if set := s.cursor.BatchAckSet(e.Offset); set != nil {
+		cmd.AckSet = make([]int64, len(set))
+		for i, w := range set {
+			cmd.AckSet[i] = int64(w)
+		}
+	}
+	body := pl.Message
+	if c.c.brokerEntryMeta {
+		body = e.Payload
+	}
+	frame, err := wire.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: cmd}, body)
+	if err != nil || !c.c.send(frame) {
+		// The consumer's connection is gone; its cleanup will remove it.
+		c.permits = 0
+		s.addReplay(e.Offset, &replayItem{e: e, slot: -1})
+		return
+	}
+	n := pl.NumMessages()
+	c.permits -= int64(n)
+	c.unacked++
+	s.pending[e.Offset] = c
+	if s.subType == pb.CommandSubscribe_Key_Shared {
+		slot := slotOf(pl)
+		sp := s.slotPending[slot]
+		if sp == nil || sp.n == 0 {
+			sp = &slotState{c: c}
+			s.slotPending[slot] = sp
+		}
+		sp.n++
+		c.pendingSlots[e.Offset] = slot
+	}
+	s.t.stats.msgOut.Add(int64(n))
+	s.t.stats.bytesOut.Add(int64(len(pl.Message)))
+}
+
+// settle forgets a delivered entry once acknowledged (or redelivered).
+func (s *subscription) settle(off int64) {
+	c, ok := s.pending[off]
+	if !ok {
+		return
+	}
+	delete(s.pending, off)
+	c.unacked--
+	if slot, ok := c.pendingSlots[off]; ok {
+		delete(c.pendingSlots, off)
+		if sp := s.slotPending[slot]; sp != nil {
+			if sp.n--; sp.n <= 0 {
+				delete(s.slotPending, slot)
+			}
+		}
+	}
+}
