@@ -16,15 +16,20 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream/streammem"
 )
 
-// broker is the server under test: in-process by default, or an external
-// one when NEREUS_PULSAR_URL (and NEREUS_PULSAR_HTTP_URL) are set.
+// broker is the server under test: by default a real `nereus serve`
+// process (durable core, its own data dir, started through
+// internal/testserver, so a crash is a real SIGKILL); in-process over
+// in-memory storage with NEREUS_PULSAR_INPROCESS=1; or an external one when
+// NEREUS_PULSAR_URL (and NEREUS_PULSAR_HTTP_URL) are set.
 type broker struct {
 	URL, HTTPURL string
 	external     bool
+	proc         *testserver.Server
 
 	storage *streammem.Storage
 	meta    *memstore.Store
@@ -53,6 +58,17 @@ func startBroker(t testing.TB, cfg Config) *broker {
 	if u := os.Getenv("NEREUS_PULSAR_URL"); u != "" {
 		return &broker{URL: u, HTTPURL: os.Getenv("NEREUS_PULSAR_HTTP_URL"), external: true}
 	}
+	if os.Getenv("NEREUS_PULSAR_INPROCESS") != "1" && cfg == (Config{}) {
+		ts := testserver.Start(t, testserver.Options{DisableKafka: true})
+		return &broker{URL: "pulsar://" + ts.PulsarAddr(), HTTPURL: ts.URL(), external: true, proc: ts}
+	}
+	return startInProcessBroker(t, cfg)
+}
+
+// startInProcessBroker always runs the front end in this process (tests
+// that look at the broker's internals).
+func startInProcessBroker(t testing.TB, cfg Config) *broker {
+	t.Helper()
 	b := &broker{storage: streammem.New(), meta: memstore.New(), cfg: cfg}
 	b.start(t)
 	t.Cleanup(func() { b.stop(t) })
@@ -114,13 +130,18 @@ func (b *broker) stop(t testing.TB) {
 // kills it (e.g. SIGKILL) and starts it again on the same addresses and
 // storage.
 func (b *broker) canCrash() bool {
-	return !b.external || os.Getenv("NEREUS_PULSAR_RESTART_CMD") != ""
+	return !b.external || b.proc != nil || os.Getenv("NEREUS_PULSAR_RESTART_CMD") != ""
 }
 
 // crash stops the broker without persisting anything (as kill -9 would)
 // and starts a new one on the same address and storage.
 func (b *broker) crashAndRestart(t testing.TB) {
 	t.Helper()
+	if b.proc != nil {
+		b.proc.Kill() // SIGKILL: nothing is flushed
+		b.proc.Restart()
+		return
+	}
 	if b.external {
 		out, err := exec.Command("sh", "-c", os.Getenv("NEREUS_PULSAR_RESTART_CMD")).CombinedOutput()
 		if err != nil {

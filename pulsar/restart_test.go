@@ -152,7 +152,7 @@ func TestDeduplicationAcrossRestart(t *testing.T) {
 // TestStaleBrokerIsFenced: a second broker on the same storage takes over
 // a topic's stream; the first one's appends are refused by the core.
 func TestStaleBrokerIsFenced(t *testing.T) {
-	a := startBroker(t, Config{})
+	a := startInProcessBroker(t, Config{})
 	if a.external {
 		t.Skip("needs two in-process brokers")
 	}
@@ -200,7 +200,7 @@ func TestStaleBrokerIsFenced(t *testing.T) {
 // restart after more appends past the snapshot still reports the right last
 // sequence id.
 func TestDedupSnapshotAndReplay(t *testing.T) {
-	b := startBroker(t, Config{})
+	b := startInProcessBroker(t, Config{})
 	if b.external {
 		t.Skip("needs an in-process broker to crash")
 	}

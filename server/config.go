@@ -30,6 +30,12 @@ type Config struct {
 	// (Metadata, FindCoordinator). Default: the bound Kafka listener
 	// address.
 	KafkaAdvertisedAddr string
+	// PulsarAdvertisedAddr is the host:port Pulsar lookups hand to clients
+	// (default: the bound Pulsar listener address).
+	PulsarAdvertisedAddr string
+	// HTTPAdvertisedAddr is the host:port of the admin HTTP API that HTTP
+	// lookups hand to clients (default: the bound HTTP address).
+	HTTPAdvertisedAddr string
 	// PulsarAddr is the Pulsar binary-protocol listener address (default
 	// "127.0.0.1:6650"); empty disables the Pulsar front end.
 	PulsarAddr string
@@ -186,6 +192,8 @@ var settings = []setting{
 	mk("kafka-addr", "Kafka listener address (empty disables)", func(c *Config) *string { return &c.KafkaAddr }),
 	mk("kafka-advertised-addr", "host:port Kafka clients are told to connect to (default: the Kafka listener address)", func(c *Config) *string { return &c.KafkaAdvertisedAddr }),
 	mk("pulsar-addr", "Pulsar listener address (empty disables)", func(c *Config) *string { return &c.PulsarAddr }),
+	mk("pulsar-advertised-addr", "host:port Pulsar lookups tell clients to connect to (default: the Pulsar listener address)", func(c *Config) *string { return &c.PulsarAdvertisedAddr }),
+	mk("http-advertised-addr", "host:port of the admin HTTP API handed out by HTTP lookups (default: the bound HTTP address)", func(c *Config) *string { return &c.HTTPAdvertisedAddr }),
 	mk("bookkeeper-zk", "ZooKeeper connect string of the BookKeeper cluster (empty disables BookKeeper profiles)", func(c *Config) *string { return &c.BookKeeperZK }),
 	mk("bookkeeper-root", "BookKeeper ledger root path in ZooKeeper", func(c *Config) *string { return &c.BookKeeperRoot }),
 	mk("log-format", "log format: text or json", func(c *Config) *string { return &c.LogFormat }),

@@ -13,6 +13,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/pulsar"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -56,6 +57,9 @@ type Deps struct {
 	// Addr is the address the front end's listener is bound to (the real
 	// port when the configured one was ":0"); advertise this one.
 	Addr net.Addr
+	// HTTPAddr is the admin HTTP listener's bound address (for front ends
+	// that hand out HTTP URLs, e.g. Pulsar lookups), when known.
+	HTTPAddr net.Addr
 }
 
 // FrontendSpec describes one front end to host.
@@ -78,7 +82,25 @@ type FrontendSpec struct {
 func DefaultFrontends(cfg Config) []FrontendSpec {
 	return []FrontendSpec{
 		{Name: "kafka", Addr: cfg.KafkaAddr, New: newKafkaFrontend},
+		{Name: "pulsar", Addr: cfg.PulsarAddr, HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
 	}
+}
+
+func newPulsarFrontend(d Deps) (Frontend, error) {
+	host, port, err := advertised(d.Config.PulsarAdvertisedAddr, d.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("pulsar advertised address: %w", err)
+	}
+	httpURL := ""
+	if d.HTTPAddr != nil {
+		if h, p, err := advertised(d.Config.HTTPAdvertisedAddr, d.HTTPAddr); err == nil {
+			httpURL = "http://" + net.JoinHostPort(h, strconv.Itoa(p))
+		}
+	}
+	return pulsar.NewServer(pulsar.Config{
+		AdvertisedAddr: net.JoinHostPort(host, strconv.Itoa(port)), HTTPAdvertisedURL: httpURL,
+		Logger: d.Logger.With("frontend", "pulsar"),
+	}, d.Storage, d.Metadata)
 }
 
 func newKafkaFrontend(d Deps) (Frontend, error) {

@@ -134,6 +134,12 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	// Front ends first, so a bad address fails before the admin port is up
 	// and /healthz never reports a half-started server as ready.
+	// The admin listener is bound (not yet served) first so front ends
+	// that hand out HTTP URLs know its real address.
+	s.httpListener, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("admin HTTP listener on %s: %w", cfg.HTTPAddr, err)
+	}
 	for _, spec := range o.frontends {
 		if spec.Addr == "" {
 			logger.Info("front end disabled (empty address)", "frontend", spec.Name)
@@ -144,7 +150,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
 		}
 		fe, err := spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
-			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr()})
+			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr(), HTTPAddr: s.httpListener.Addr()})
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("%s front end: %w", spec.Name, err)
@@ -162,10 +168,6 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		}
 	}
 
-	s.httpListener, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("admin HTTP listener on %s: %w", cfg.HTTPAddr, err)
-	}
 	s.httpServer = &http.Server{
 		Handler:           s.metrics.instrument(mux),
 		ReadHeaderTimeout: 10 * time.Second,

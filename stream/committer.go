@@ -170,7 +170,7 @@ func (o *owner) prepareIndexLocked(items []roundItem) []roundItem {
 	if len(pending) == 0 {
 		return items
 	}
-	if !o.sync && len(pending) < indexBatchCommits && o.fatal == nil {
+	if !o.sync && len(pending) < indexBatchCommits && o.fatal == nil && len(o.head.Pending) < o.c.cfg.MaxPendingRuns/2 {
 		if wait := indexBatchDelay - time.Since(pending[0].added); wait > 0 {
 			o.c.committer.kickAfter(o, wait)
 			return items
@@ -247,8 +247,9 @@ func (o *owner) advanceIndexLocked() {
 	}
 	o.syncWaiters = keep
 	// Confirmed runs leave Pending with the stream's next commit; only a
-	// head carrying many of them gets a CAS of its own.
-	if o.droppablePendingLocked() >= compactPendingAt {
+	// head carrying many of them gets a CAS of its own. Appends held back
+	// while the index lagged go now.
+	if len(o.queue) > 0 || o.droppablePendingLocked() >= compactPendingAt {
 		o.c.committer.kick(o)
 	}
 }
@@ -283,8 +284,10 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 		}
 		ready++
 	}
-	if len(o.head.Pending)+ready > o.c.cfg.MaxPendingRuns && o.droppablePendingLocked() == 0 {
-		// Index publication lags: hold appends until it catches up.
+	if ready > 0 && len(o.head.Pending) >= o.c.cfg.MaxPendingRuns && o.droppablePendingLocked() == 0 {
+		// Index publication lags (a commit adds one descriptor to the head
+		// however many runs it carries): hold appends until it catches up;
+		// its confirmation kicks this owner again.
 		ready = 0
 	}
 	dropped := o.droppablePendingLocked()
