@@ -19,6 +19,7 @@
 //
 // Differences from the real broker:
 //   - Transactional acks (txnid) are applied immediately, not at commit.
+
 package pulsar
 
 import (

@@ -17,6 +17,7 @@
 //     it (Pulsar does the same).
 //   - supports_topic_watchers is not advertised (WATCH_TOPIC_LIST is not
 //     served), so Java clients poll GET_TOPICS_OF_NAMESPACE.
+
 package pulsar
 
 import (

@@ -13,6 +13,7 @@
 //
 // Differences from the real broker:
 //   - Permits are not blocked on unacknowledged-message limits.
+
 package pulsar
 
 import (

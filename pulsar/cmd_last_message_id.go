@@ -11,6 +11,7 @@
 //
 // Differences from the real broker:
 //   - CONSUMER_STATS rates are the topic's, not the consumer's.
+
 package pulsar
 
 import (

@@ -15,6 +15,7 @@
 //   - No Redirect answers, no bundles, no advertised listeners
 //     (advertised_listener_name is ignored), no TLS URL.
 //   - An invalid topic name answers Failed/InvalidTopicName.
+
 package pulsar
 
 import (

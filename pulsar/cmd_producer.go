@@ -26,6 +26,7 @@
 // Differences from the real broker:
 //   - No producer epochs/topic epochs beyond echoing topic_epoch 0, no
 //     encryption-required policy, no publish-rate or backlog quotas.
+
 package pulsar
 
 import (

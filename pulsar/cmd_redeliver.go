@@ -11,6 +11,7 @@
 //
 // Differences from the real broker:
 //   - consumer_epoch is ignored (the client filters stale messages itself).
+
 package pulsar
 
 import (

@@ -18,6 +18,7 @@
 // Differences from the real broker:
 //   - No schema compatibility strategies (BACKWARD, FORWARD, FULL...), no
 //     schema deletion by version, no AUTO_PRODUCE validation.
+
 package pulsar
 
 import (

@@ -15,6 +15,7 @@
 // Differences from the real broker:
 //   - None known for clients; seek on a partitioned consumer is per
 //     partition, as clients send it.
+
 package pulsar
 
 import (

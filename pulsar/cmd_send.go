@@ -26,6 +26,7 @@
 // Differences from the real broker:
 //   - Transactions (txnid), chunk-aware checks and delayed-delivery markers
 //     are stored as ordinary entries; replication markers are not produced.
+
 package pulsar
 
 import (

@@ -32,6 +32,7 @@
 //   - No priority levels for Shared dispatch, no consumer-level
 //     maxUnackedMessages blocking, no replicated subscriptions, no
 //     read_compacted (compaction does not exist), no delayed delivery.
+
 package pulsar
 
 import (

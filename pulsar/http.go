@@ -30,6 +30,7 @@
 //
 // Errors answer {"reason": "..."} with Pulsar's status codes (404 missing,
 // 409 exists / not empty, 412 invalid name or clients still connected).
+
 package pulsar
 
 import (

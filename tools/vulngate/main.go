@@ -9,6 +9,11 @@
 // printed as a warning naming the Go version that fixes it. Vulnerabilities
 // in imported or required code that is never called are counted, not listed.
 //
+// Exemptions (-exempt FILE, lines "GO-ID reason"): a called vulnerability in
+// a module for which NO fixed version exists can be accepted with a written
+// reason; it is printed as EXEMPT with that reason. As soon as a fix is
+// published the exemption stops applying and the finding fails again.
+//
 // It must never hide a finding: everything it does not fail on it prints.
 package main
 
@@ -61,7 +66,24 @@ type called struct {
 
 func main() {
 	strict := flag.Bool("strict", false, "fail on called standard-library vulnerabilities too")
+	exemptFile := flag.String("exempt", "", "file of accepted unfixable vulnerabilities: lines \"GO-ID reason\"")
 	flag.Parse()
+	exempt := map[string]string{}
+	if *exemptFile != "" {
+		b, err := os.ReadFile(*exemptFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vulngate:", err)
+			os.Exit(2)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			id, reason, _ := strings.Cut(line, " ")
+			exempt[id] = strings.TrimSpace(reason)
+		}
+	}
 	summaries := map[string]string{}
 	calledByID := map[string]*called{}
 	imported := map[string]bool{}
@@ -115,9 +137,13 @@ func main() {
 		c := calledByID[id]
 		stdlib := c.module == "stdlib" || c.module == "toolchain"
 		verdict := "FAIL"
-		if stdlib && !*strict {
+		reason, exempted := exempt[id]
+		switch {
+		case stdlib && !*strict:
 			verdict = "WARN"
-		} else {
+		case exempted && c.fixed == "":
+			verdict = "EXEMPT"
+		default:
 			failed++
 		}
 		fix := c.fixed
@@ -128,6 +154,9 @@ func main() {
 			c.module, c.version, fix, strings.Join(c.sites, ", "))
 		if stdlib && !*strict {
 			fmt.Printf("      (standard library: fixed by upgrading the Go toolchain to %s)\n", strings.TrimPrefix(fix, "v"))
+		}
+		if verdict == "EXEMPT" {
+			fmt.Printf("      (accepted, no fix exists: %s)\n", reason)
 		}
 	}
 	if failed > 0 {
