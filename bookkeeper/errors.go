@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nereusstream/nereus-go/bookkeeper/proto"
+	"github.com/nereusstream/nereus-go/internal/outcome"
 )
 
 // Errors. Match with errors.Is. Each says whether anything was written and
@@ -78,34 +79,18 @@ var (
 	ErrClientClosed = errors.New("bookkeeper: client closed")
 )
 
-// Outcome is the closed classification of an operation that writes.
-type Outcome uint8
+// Outcome is the closed classification of a mutating call's result (the
+// shared vocabulary of internal/outcome; Classify below says which of this
+// package's errors lands where).
+type Outcome = outcome.Outcome
 
+// The outcomes; see internal/outcome for their meaning.
 const (
-	// Applied: the write happened.
-	Applied Outcome = iota
-	// NotApplied: definitely not written (invalid argument, closed writer,
-	// no bookies, refused before any I/O).
-	NotApplied
-	// Conflict: definitely not written because someone else's state is in
-	// the way (ID taken, version moved, ledger fenced/recovered).
-	Conflict
-	// Unknown: may or may not have been written. Settle by re-reading or,
-	// for entries, by the lastEntryId the ledger is closed with.
-	Unknown
+	Applied    = outcome.Applied
+	NotApplied = outcome.NotApplied
+	Conflict   = outcome.Conflict
+	Unknown    = outcome.Unknown
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case Applied:
-		return "applied"
-	case NotApplied:
-		return "not-applied"
-	case Conflict:
-		return "conflict"
-	}
-	return "unknown"
-}
 
 // Classify maps an error from a writing operation onto the outcome set.
 // Unrecognised errors are Unknown.

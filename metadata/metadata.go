@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/nereusstream/nereus-go/internal/outcome"
 )
 
 // Version is a record's per-key version.
@@ -60,34 +62,18 @@ var (
 	ErrUnavailable = errors.New("metadata: store unavailable, outcome unknown")
 )
 
-// Outcome is the closed classification of a mutating operation.
-type Outcome uint8
+// Outcome is the closed classification of a mutating call's result (the
+// shared vocabulary of internal/outcome; Classify below says which of this
+// package's errors lands where).
+type Outcome = outcome.Outcome
 
+// The outcomes; see internal/outcome for their meaning.
 const (
-	// Applied: the write happened.
-	Applied Outcome = iota
-	// NotApplied: definitely not written, for a reason other than the
-	// key's version (invalid argument, expired session, closed store).
-	NotApplied
-	// Conflict: definitely not written because the key was not at the
-	// expected version. Re-read and re-plan.
-	Conflict
-	// Unknown: may or may not have been written. Resolve by re-reading.
-	Unknown
+	Applied    = outcome.Applied
+	NotApplied = outcome.NotApplied
+	Conflict   = outcome.Conflict
+	Unknown    = outcome.Unknown
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case Applied:
-		return "applied"
-	case NotApplied:
-		return "not-applied"
-	case Conflict:
-		return "conflict"
-	default:
-		return "unknown"
-	}
-}
 
 // Classify maps an operation error onto the closed outcome set. Errors the
 // store did not recognise (including context cancellation after the request

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"iter"
 	"time"
+
+	"github.com/nereusstream/nereus-go/internal/outcome"
 )
 
 // Sentinel errors. Backends wrap them (errors.Is works); callers classify
@@ -131,36 +133,18 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error]
 }
 
-// Outcome is the closed classification of a mutating call's result.
-type Outcome uint8
+// Outcome is the closed classification of a mutating call's result (the
+// shared vocabulary of internal/outcome; Classify below says which of this
+// package's errors lands where).
+type Outcome = outcome.Outcome
 
+// The outcomes; see internal/outcome for their meaning.
 const (
-	// Applied: the write happened.
-	Applied Outcome = iota
-	// NotApplied: the write definitely did not happen for a reason that is
-	// not another writer's version (bad request, missing object, 409 busy,
-	// closed store).
-	NotApplied
-	// Conflict: the write definitely did not happen because the object is
-	// not in the expected state (exists for PutCreate, other version for
-	// PutUpdate). Re-read and re-plan.
-	Conflict
-	// Unknown: the write may or may not have happened. Re-read to find out.
-	Unknown
+	Applied    = outcome.Applied
+	NotApplied = outcome.NotApplied
+	Conflict   = outcome.Conflict
+	Unknown    = outcome.Unknown
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case Applied:
-		return "applied"
-	case NotApplied:
-		return "not-applied"
-	case Conflict:
-		return "conflict"
-	default:
-		return "unknown"
-	}
-}
 
 // Classify maps a mutating call's error onto the closed outcome set.
 func Classify(err error) Outcome {
