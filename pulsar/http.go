@@ -445,6 +445,12 @@ func (a *httpAPI) createPartitioned(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	a.openPartitions(ctx, w, n, cnt)
+}
+
+// openPartitions opens (creating) the streams of partitions 0..cnt-1 and
+// answers 204, or the first error.
+func (a *httpAPI) openPartitions(ctx context.Context, w http.ResponseWriter, n managedledger.TopicName, cnt int) {
 	for i := 0; i < cnt; i++ {
 		if _, err := a.s.ml.Open(ctx, n.Partition(i), true); err != nil {
 			writeErr(w, err)
@@ -470,13 +476,7 @@ func (a *httpAPI) updatePartitions(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	for i := 0; i < cnt; i++ {
-		if _, err := a.s.ml.Open(ctx, n.Partition(i), true); err != nil {
-			writeErr(w, err)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.openPartitions(ctx, w, n, cnt)
 }
 
 func (a *httpAPI) deletePartitioned(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/internal/kvcheck"
 	"github.com/nereusstream/nereus-go/metadata/internal/sessions"
+	"github.com/nereusstream/nereus-go/metadata/internal/viabatch"
 	"github.com/nereusstream/nereus-go/metadata/internal/watchhub"
 )
 
@@ -261,41 +262,22 @@ func mapErr(err error) error {
 
 // Get implements metadata.Store.
 func (s *Store) Get(ctx context.Context, key string) (metadata.Record, error) {
-	res, err := s.Batch(ctx, []metadata.Op{{Kind: metadata.OpGet, Key: key}})
-	if err != nil {
-		return metadata.Record{}, err
-	}
-	return res[0].Record, res[0].Err
+	return viabatch.Get(ctx, s, key)
 }
 
 // Put implements metadata.Store.
 func (s *Store) Put(ctx context.Context, key string, value []byte, expected metadata.Version) (metadata.Version, error) {
-	res, err := s.Batch(ctx, []metadata.Op{{Kind: metadata.OpPut, Key: key, Value: value, Expected: expected}})
-	if err != nil {
-		return 0, err
-	}
-	return res[0].Version, res[0].Err
+	return viabatch.Put(ctx, s, key, value, expected)
 }
 
 // PutEphemeral implements metadata.Store.
 func (s *Store) PutEphemeral(ctx context.Context, key string, value []byte, expected metadata.Version, session metadata.SessionID) (metadata.Version, error) {
-	if session == 0 {
-		return 0, fmt.Errorf("%w: PutEphemeral needs a session", metadata.ErrInvalidArgument)
-	}
-	res, err := s.Batch(ctx, []metadata.Op{{Kind: metadata.OpPut, Key: key, Value: value, Expected: expected, Session: session}})
-	if err != nil {
-		return 0, err
-	}
-	return res[0].Version, res[0].Err
+	return viabatch.PutEphemeral(ctx, s, key, value, expected, session)
 }
 
 // Delete implements metadata.Store.
 func (s *Store) Delete(ctx context.Context, key string, expected metadata.Version) error {
-	res, err := s.Batch(ctx, []metadata.Op{{Kind: metadata.OpDelete, Key: key, Expected: expected}})
-	if err != nil {
-		return err
-	}
-	return res[0].Err
+	return viabatch.Delete(ctx, s, key, expected)
 }
 
 // RangeScan implements metadata.Store. It reads one consistent snapshot.
