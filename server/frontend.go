@@ -13,6 +13,7 @@ import (
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/pulsar"
+	"github.com/nereusstream/nereus-go/pulsar/pulsarprom"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -120,10 +121,19 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 			eps = append(eps, e)
 		}
 	}
-	return pulsar.NewServer(pulsar.Config{
+	srv, err := pulsar.NewServer(pulsar.Config{
 		Endpoints: eps,
 		Logger:    d.Logger.With("frontend", "pulsar"),
 	}, d.Storage, d.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if d.Registerer != nil {
+		if err := d.Registerer.Register(pulsarprom.New(srv, "standalone")); err != nil {
+			d.Logger.Warn("pulsar metrics not registered", "err", err)
+		}
+	}
+	return srv, nil
 }
 
 func newKafkaFrontend(d Deps) (Frontend, error) {
