@@ -43,6 +43,8 @@ var families = map[string][]string{
 	"kafka": {"nereus_kafka_requests_total", "nereus_kafka_request_duration_seconds", "nereus_kafka_produced_records_total",
 		"nereus_kafka_produced_bytes_total", "nereus_kafka_fetched_bytes_total", "nereus_kafka_offset_commits_total",
 		"nereus_kafka_connections_opened_total"},
+	"pulsar": {"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_msg_backlog",
+		"pulsar_storage_size", "pulsar_subscription_back_log", "pulsar_producers_count", "pulsar_subscriptions_count"},
 }
 
 // bkFamilies need a server started with --bookkeeper-zk.
@@ -222,7 +224,7 @@ func dashboardPath() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "docs", "grafana", "nereus-dashboard.json")
 }
 
-var metricName = regexp.MustCompile(`\b(nereus_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
+var metricName = regexp.MustCompile(`\b(nereus_[a-z0-9_]+|pulsar_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
 
 // TestDashboard checks docs/grafana/nereus-dashboard.json against Grafana's
 // dashboard model (strictly), its layout, and that every metric its
