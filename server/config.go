@@ -121,6 +121,8 @@ type Config struct {
 	// listener addresses once the server serves. Tests use it with ":0"
 	// addresses.
 	AddrFile string
+	// Tuning holds the operational constants (tuning.go).
+	Tuning
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -139,6 +141,7 @@ func DefaultConfig() Config {
 		S3Region:        "us-east-1",
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
+		Tuning:          DefaultTuning(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -198,6 +201,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
+	errs = append(errs, c.Tuning.validate()...)
 	return errors.Join(errs...)
 }
 
