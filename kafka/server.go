@@ -36,6 +36,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/kafka/ktxn"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -83,6 +84,13 @@ type Config struct {
 	// timeouts (defaults 6s / 30m).
 	MinSessionTimeout time.Duration
 	MaxSessionTimeout time.Duration
+
+	// MaxTransactionTimeout bounds a transactional producer's
+	// transaction.timeout.ms (default 15m, Kafka's
+	// transaction.max.timeout.ms); TransactionCheckInterval is how often
+	// expired transactions are aborted (default 1s).
+	MaxTransactionTimeout    time.Duration
+	TransactionCheckInterval time.Duration
 
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
@@ -159,6 +167,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *kstore.Store
 	groups *kgroup.Coordinator
+	txns   *ktxn.Coordinator
 	stats  Stats
 
 	advHost string
@@ -194,6 +203,16 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
+	}
+	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+	// Load transactions and finish any whose outcome was decided before a
+	// crash, before the first client can read a partition they touch.
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		return nil, err
 	}
 	return s, nil
 }
@@ -309,6 +328,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cerr := s.store.Close(cctx); err == nil {

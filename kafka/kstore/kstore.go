@@ -106,6 +106,8 @@ type Store struct {
 	pidMu         sync.Mutex
 	pidNext, pidE int64
 
+	txns txnIndexes // per-partition transaction indexes (txnindex.go)
+
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 }
