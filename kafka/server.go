@@ -6,8 +6,9 @@
 // responses, the ApiVersions fallback rules), one handler file per Kafka API
 // key (NN_name.go, each registering its version range in init), RecordBatch
 // validation on produce and header patching on fetch. Topic metadata,
-// partition streams and committed offsets live behind package kstore; the
-// classic group protocol is package kgroup.
+// partition streams, committed offsets and the partitions' transaction
+// indexes live behind package kstore; the classic group protocol is package
+// kgroup, the transaction coordinator package ktxn (glue in txn.go).
 //
 // Mapping (seed 000): one complete Kafka RecordBatch is one stream entry
 // whose RecordCount covers the batch's records; the Kafka offset is the

@@ -100,8 +100,34 @@ type txnIndex struct {
 // txnIndexes is the Store's set of partition indexes, keyed by stream id so
 // that topic cache reloads keep them.
 type txnIndexes struct {
-	mu   sync.Mutex
-	byID map[stream.ID]*txnIndex
+	mu     sync.Mutex
+	byID   map[stream.ID]*txnIndex
+	closed bool
+	timers sync.WaitGroup
+}
+
+// closeTxnIndexes stops scheduling checkpoints, waits for running ones and
+// writes a last checkpoint of every changed index (a clean shutdown then
+// needs no scan at the next start).
+func (s *Store) closeTxnIndexes(ctx context.Context) {
+	s.txns.mu.Lock()
+	s.txns.closed = true
+	xs := make([]*txnIndex, 0, len(s.txns.byID))
+	for _, x := range s.txns.byID {
+		xs = append(xs, x)
+	}
+	s.txns.mu.Unlock()
+	s.txns.timers.Wait()
+	for _, x := range xs {
+		x.mu.Lock()
+		dirty := x.dirty && x.hasRec
+		x.mu.Unlock()
+		if dirty {
+			if err := s.flushTxnIndex(ctx, x); err != nil {
+				s.log.Warn("kafka/kstore: final transaction checkpoint failed", "stream", x.id, "err", err)
+			}
+		}
+	}
 }
 
 func (s *Store) txnIndexFor(id stream.ID) *txnIndex {
@@ -398,8 +424,18 @@ func (s *Store) kickTxnFlush(x *txnIndex) {
 	if !x.dirty || x.flushing || !x.hasRec {
 		return
 	}
+	s.txns.mu.Lock()
+	closed := s.txns.closed
+	if !closed {
+		s.txns.timers.Add(1)
+	}
+	s.txns.mu.Unlock()
+	if closed {
+		return
+	}
 	x.flushing = true
 	time.AfterFunc(txnFlushDelay, func() {
+		defer s.txns.timers.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := s.flushTxnIndex(ctx, x); err != nil {

@@ -211,12 +211,15 @@ func DecideAddPartitions(r Record, pid int64, epoch int16, tps []TopicPartition,
 		n.State, n.StartMs = Ongoing, nowMs
 		n.Partitions, n.Groups, n.Offsets = nil, nil, nil
 	}
-	for _, tp := range tps {
-		if !n.hasPartition(tp) {
-			n.Partitions = append(n.Partitions, tp)
+	n.Partitions = append(n.Partitions, tps...)
+	sort.Slice(n.Partitions, func(i, j int) bool { return tpLess(n.Partitions[i], n.Partitions[j]) })
+	uniq := n.Partitions[:0]
+	for i, tp := range n.Partitions {
+		if i == 0 || tp != n.Partitions[i-1] {
+			uniq = append(uniq, tp)
 		}
 	}
-	sort.Slice(n.Partitions, func(i, j int) bool { return tpLess(n.Partitions[i], n.Partitions[j]) })
+	n.Partitions = uniq
 	n.UpdateMs = nowMs
 	return n, 0
 }
