@@ -32,8 +32,8 @@ package pulsar
 //     shuts down.
 //   - Geo-replication and replicated subscriptions.
 //   - Non-persistent topics: accepted, but stored like persistent ones.
-//   - Shared-subscription priority levels and maxUnackedMessagesPerConsumer
-//     blocking; consumer epochs (the client filters stale messages).
+//   - maxUnackedMessagesPerConsumer blocking; consumer epochs (the client
+//     filters stale messages).
 //   - Schema compatibility strategies: schemas are versioned, never checked
 //     unless Config.EnforceSchema (then only the type is compared).
 //   - WaitForExclusive producers are refused with ProducerBusy instead of

@@ -14,6 +14,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/pulsar"
+	"github.com/nereusstream/nereus-go/pulsar/pulsarprom"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -97,10 +98,19 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 			httpURL = "http://" + net.JoinHostPort(h, strconv.Itoa(p))
 		}
 	}
-	return pulsar.NewServer(pulsar.Config{
+	srv, err := pulsar.NewServer(pulsar.Config{
 		AdvertisedAddr: net.JoinHostPort(host, strconv.Itoa(port)), HTTPAdvertisedURL: httpURL,
 		Logger: d.Logger.With("frontend", "pulsar"),
 	}, d.Storage, d.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if d.Registerer != nil {
+		if err := d.Registerer.Register(pulsarprom.New(srv, "standalone")); err != nil {
+			d.Logger.Warn("pulsar metrics not registered", "err", err)
+		}
+	}
+	return srv, nil
 }
 
 func newKafkaFrontend(d Deps) (Frontend, error) {

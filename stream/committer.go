@@ -136,6 +136,9 @@ func (o *owner) prepare(items []roundItem) []roundItem {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.unsettled != nil {
+		if o.probing {
+			return items // probeIndex settles it, or kicks a re-read
+		}
 		return append(items, roundItem{
 			op:     metadata.Op{Kind: metadata.OpGet, Key: headKey(o.id)},
 			handle: o.onSettleRead,
@@ -456,12 +459,15 @@ func (o *owner) unsendLocked(cas *headCAS) {
 // number means applied. If the session moved on (we were fenced), our runs
 // are committed exactly if their descriptors — identified by (epoch, token,
 // commit) — are in the head's Pending list or in the offset index: a run
-// leaves Pending only after its index entry was confirmed.
+// leaves Pending only after its index entry was confirmed. The index
+// lookup is I/O, so it runs outside o.mu (probeIndex); until it answers the
+// CAS stays unsettled, and a lookup that fails proves nothing: the head is
+// re-read and the lookup tried again, never guessed.
 func (o *owner) onSettleRead(r metadata.Result, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	cas := o.unsettled
-	if cas == nil {
+	if cas == nil || o.probing {
 		return
 	}
 	if err != nil {
@@ -487,12 +493,48 @@ func (o *owner) onSettleRead(r metadata.Result, err error) {
 		if ours {
 			applied = fresh.Commits >= last.Commit
 		} else {
-			applied = o.runCommittedLocked(fresh, runID{Epoch: last.Epoch, Token: last.Token, Commit: last.Commit}, last.End())
+			id := runID{Epoch: last.Epoch, Token: last.Token, Commit: last.Commit}
+			var settled bool
+			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
+				o.probing = true
+				o.c.wg.Add(1) // the committer goroutine is in c.wg: Close waits for this too
+				go o.probeIndex(cas, fresh, r.Record.Version, id, last.End())
+				return
+			}
 		}
 	}
+	o.settleLocked(cas, fresh, r.Record.Version, ours, applied)
+}
+
+// probeIndex looks an unsettled run up in the offset index (outside o.mu)
+// and settles cas with the answer, or — if the store did not answer — has
+// the committer re-read the head and try again.
+func (o *owner) probeIndex(cas *headCAS, fresh *head, v metadata.Version, id runID, end int64) {
+	defer o.c.wg.Done()
+	ctx, cancel := context.WithTimeout(o.c.ctx, 5*time.Second)
+	ok, err := o.c.committedInIndex(ctx, fresh, id, end)
+	cancel()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.probing = false
+	if o.unsettled != cas {
+		return // settled meanwhile (the core is closing)
+	}
+	if err != nil {
+		o.c.metrics.unknownOutcomes.Add(1)
+		o.c.log.Warn("offset-index lookup for an unsettled commit failed; re-reading", "stream", o.id, "err", err)
+		o.c.committer.kickLater(o)
+		return
+	}
+	o.settleLocked(cas, fresh, v, false, ok)
+}
+
+// settleLocked applies the proven outcome of an unsettled CAS: applied or
+// not, against the fresh head at version v, still ours or fenced.
+func (o *owner) settleLocked(cas *headCAS, fresh *head, v metadata.Version, ours, applied bool) {
 	o.unsettled = nil
 	if applied {
-		o.applyCommittedLocked(cas, fresh, r.Record.Version)
+		o.applyCommittedLocked(cas, fresh, v)
 		// Mutations in the same CAS were applied too, but re-running an
 		// idempotent mutation is harmless and settles its caller.
 		if !ours {
@@ -506,7 +548,7 @@ func (o *owner) onSettleRead(r metadata.Result, err error) {
 			m.err = errOwnerGone
 			close(m.done)
 		}
-		o.head, o.version = fresh, r.Record.Version
+		o.head, o.version = fresh, v
 		o.fenceLocked(fresh)
 		return
 	}
@@ -514,25 +556,15 @@ func (o *owner) onSettleRead(r metadata.Result, err error) {
 		// Only this session moves End; anything else is a broken invariant.
 		o.c.log.Error("head advanced under our session by someone else", "stream", o.id,
 			"ourEnd", o.head.End, "storedEnd", fresh.End)
-		o.head, o.version = fresh, r.Record.Version
+		o.head, o.version = fresh, v
 		o.failLocked(fmt.Errorf("nereus/stream: invariant violated on %v: head moved under our session", o.id))
 		return
 	}
 	// Not applied, still ours: someone else changed the head (trim, seal,
 	// retention from another process). Adopt it and retry next round.
-	o.head, o.version = fresh, r.Record.Version
+	o.head, o.version = fresh, v
 	o.mutations = append(cas.muts, o.mutations...)
 	o.c.committer.kick(o)
-}
-
-// runCommittedLocked reports whether run id (ending at end) is committed
-// according to a head that no longer carries our session: in Pending, or in
-// the offset index.
-func (o *owner) runCommittedLocked(fresh *head, id runID, end int64) bool {
-	ctx, cancel := context.WithTimeout(o.c.ctx, 5*time.Second)
-	defer cancel()
-	ok, err := o.c.committedIn(ctx, fresh, id, end)
-	return err == nil && ok
 }
 
 func (o *owner) fenceLocked(fresh *head) {

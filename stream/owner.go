@@ -67,6 +67,9 @@ type owner struct {
 	// unknown and must be resolved by re-reading before anything else.
 	inFlight  *headCAS
 	unsettled *headCAS
+	// probing: an offset-index lookup for unsettled is running outside mu
+	// (probeIndex); no settle read is sent meanwhile.
+	probing bool
 
 	// toIndex holds committed runs whose index entry is not yet confirmed,
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
