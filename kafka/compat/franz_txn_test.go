@@ -126,7 +126,6 @@ func TestFranzTransactionalETL(t *testing.T) {
 			kgo.TransactionalID(group+"-"+name),
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.DefaultProduceTopic(out),
 			kgo.SessionTimeout(10*time.Second),

@@ -69,7 +69,7 @@ func TestTxnIndexLSOAndAborted(t *testing.T) {
 			}
 			return l
 		}
-		appendBatch(t, s, p, plainBatch(2), false, -1)          // 0-1
+		appendBatch(t, s, p, plainBatch(2), false, -1)             // 0-1
 		a0 := appendBatch(t, s, p, txnBatch(100, 0, 3), true, 100) // 2-4, pid 100
 		if a0 != 2 || lso(s) != 2 {
 			t.Fatalf("first txn at %d, lso %d", a0, lso(s))
