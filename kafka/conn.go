@@ -41,6 +41,7 @@ type conn struct {
 	// advertised address are what Metadata and FindCoordinator answer.
 	ln     *listener.Bound
 	remote string
+	auth   connAuth
 	ctx    context.Context
 	cancel context.CancelFunc
 	queue  chan *slot
@@ -81,6 +82,7 @@ func (c *conn) serve() {
 		c.close()
 		return
 	}
+	c.initAuth()
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -101,6 +103,12 @@ type protocolError struct{ msg string }
 
 func (e *protocolError) Error() string { return e.msg }
 
+// authClose closes a connection the authentication state does not admit
+// the request of (Kafka closes those too, without an answer).
+type authClose struct{ why string }
+
+func (e *authClose) Error() string { return e.why }
+
 func badInput(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
@@ -119,6 +127,11 @@ func (c *conn) readLoop() error {
 		if size < 10 || size > c.s.cfg.MaxRequestBytes {
 			return c.fail(badInput("frame size %d outside [10, %d]", size, c.s.cfg.MaxRequestBytes))
 		}
+		if (c.auth.state == saslHandshake || c.auth.state == saslAuthenticate) && size > maxUnauthenticatedFrame {
+			// Kafka's sasl.server.max.receive.size: nobody unauthenticated
+			// makes the broker allocate a large buffer.
+			return c.fail(&authClose{why: fmt.Sprintf("frame of %d bytes before SASL authentication (limit %d)", size, maxUnauthenticatedFrame)})
+		}
 		// Peek the API key so non-produce frames are held to the smaller
 		// bound before we allocate for them.
 		head, err := br.Peek(2)
@@ -136,12 +149,18 @@ func (c *conn) readLoop() error {
 		if err := c.handleFrame(buf); err != nil {
 			return c.fail(err)
 		}
+		if c.auth.closeAfter {
+			return nil // the answer already queued is written, then close
+		}
 	}
 }
 
 func (c *conn) fail(err error) error {
 	var pe *protocolError
-	if errors.As(err, &pe) {
+	var ae *authClose
+	if errors.As(err, &ae) {
+		c.s.log.Info("kafka: closing connection", "remote", c.remote, "principal", c.auth.principal, "reason", ae.why)
+	} else if errors.As(err, &pe) {
 		c.s.stats.ProtocolErrors.Add(1)
 		c.s.log.Warn("kafka: closing connection on bad request", "remote", c.remote, "err", err)
 	} else {
@@ -249,6 +268,9 @@ func (c *conn) handleFrame(frame []byte) error {
 	req, h, err := decodeRequest(frame)
 	if err != nil {
 		return err
+	}
+	if ok, why := c.gate(h.key, c.s.cfg.Now()); !ok {
+		return &authClose{why: fmt.Sprintf("%s (api key %d)", why, h.key)}
 	}
 	c.s.stats.Requests.Add(1)
 	sl := &slot{key: h.key, version: h.version, corrID: h.corrID, start: start, done: make(chan struct{})}

@@ -123,6 +123,8 @@ type Config struct {
 	AddrFile string
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
+	// Security is authentication and authorization (security.go).
+	Security
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -142,6 +144,7 @@ func DefaultConfig() Config {
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
 		Tuning:          DefaultTuning(),
+		Security:        defaultSecurity(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -202,6 +205,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Security.validate()...)
 	return errors.Join(errs...)
 }
 
