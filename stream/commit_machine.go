@@ -747,7 +747,9 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 		m.rd.releases = append(m.rd.releases, release{target: op.target, committed: true})
 		m.rd.counters.committed++
 		m.rd.counters.bytesCommitted += op.bytes
-		if m.sync && plantedBug != bugSyncAckBeforeIndex {
+		// A failed machine publishes no more index entries (the next owner
+		// does), so its appends stop waiting for them, as in fail.
+		if m.sync && m.fatal == nil && plantedBug != bugSyncAckBeforeIndex {
 			m.syncWaiters = append(m.syncWaiters, op)
 		} else {
 			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
@@ -892,6 +894,16 @@ func (m *commitMachine) settle(cas *headCAS, fresh *head, v metadata.Version, ou
 		}
 		m.head, m.version = fresh, v
 		m.fence(fresh)
+		return
+	}
+	if m.fatal != nil {
+		// Failed while the CAS was outstanding: nothing more is sent, so
+		// the appends it carried are definitely not committed now.
+		for _, mo := range cas.muts {
+			m.finishMutation(mo, nil, errOwnerGone)
+		}
+		m.head, m.version = fresh, v
+		m.fail(m.fatal)
 		return
 	}
 	if fresh.End != m.head.End || fresh.Commits != m.head.Commits {
