@@ -889,6 +889,9 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 	if *simSeed != 0 {
 		t.Skip("replaying one seed")
 	}
+	if raceEnabled && *simBudget == 0 {
+		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
+	}
 	defer func() { plantedBug = bugNone }()
 	per := simDefaultBudget()
 	for b := bugNone + 1; b < bugCount; b++ {
