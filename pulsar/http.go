@@ -527,17 +527,24 @@ func (a *httpAPI) deletePartitioned(w http.ResponseWriter, r *http.Request) {
 
 // Stats JSON shapes (a subset of Pulsar's TopicStats).
 type publisherStats struct {
-	ProducerName string `json:"producerName"`
-	ProducerID   uint64 `json:"producerId"`
-	Address      string `json:"address"`
-	AccessMode   string `json:"accessMode"`
+	ProducerName   string            `json:"producerName"`
+	ProducerID     uint64            `json:"producerId"`
+	Address        string            `json:"address"`
+	AccessMode     string            `json:"accessMode"`
+	ClientVersion  string            `json:"clientVersion"`
+	ConnectedSince string            `json:"connectedSince"`
+	Metadata       map[string]string `json:"metadata"`
 }
 
 type consumerStats struct {
-	ConsumerName     string `json:"consumerName"`
-	AvailablePermits int64  `json:"availablePermits"`
-	UnackedMessages  int    `json:"unackedMessages"`
-	Address          string `json:"address"`
+	ConsumerName     string            `json:"consumerName"`
+	AvailablePermits int64             `json:"availablePermits"`
+	UnackedMessages  int               `json:"unackedMessages"`
+	Address          string            `json:"address"`
+	ClientVersion    string            `json:"clientVersion"`
+	ConnectedSince   string            `json:"connectedSince"`
+	PriorityLevel    int32             `json:"priorityLevel"`
+	Metadata         map[string]string `json:"metadata"`
 }
 
 type subscriptionStats struct {
@@ -563,6 +570,8 @@ type topicStatsJSON struct {
 	StorageSize      int64                        `json:"storageSize"`
 	EntriesCount     int64                        `json:"entriesCount"`
 	Publishers       []publisherStats             `json:"publishers"`
+	WaitingProducers int                          `json:"waitingProducersCount"`
+	TopicEpoch       uint64                       `json:"topicEpoch"`
 	Subscriptions    map[string]subscriptionStats `json:"subscriptions"`
 }
 
@@ -590,12 +599,12 @@ func (s *Server) topicStats(ctx context.Context, n managedledger.TopicName) (top
 	out.Subscriptions = map[string]subscriptionStats{}
 	t.mu.Lock()
 	for _, p := range t.producers {
-		mode := "Shared"
-		if p.exclusive {
-			mode = "Exclusive"
-		}
-		out.Publishers = append(out.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.c.nc.RemoteAddr().String(), AccessMode: mode})
+		out.Publishers = append(out.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.c.nc.RemoteAddr().String(),
+			AccessMode: p.mode.String(), ClientVersion: p.c.clientVersion, ConnectedSince: p.since.UTC().Format(time.RFC3339Nano),
+			Metadata: nonNilMap(p.metadata)})
 	}
+	out.WaitingProducers = len(t.waiting)
+	out.TopicEpoch = t.epoch
 	t.mu.Unlock()
 	sort.Slice(out.Publishers, func(i, j int) bool { return out.Publishers[i].ProducerName < out.Publishers[j].ProducerName })
 	loaded := map[string]bool{}
@@ -606,7 +615,8 @@ func (s *Server) topicStats(ctx context.Context, n managedledger.TopicName) (top
 			ss.Type = sub.subType.String()
 			for _, c := range sub.consumers {
 				ss.Consumers = append(ss.Consumers, consumerStats{ConsumerName: c.name, AvailablePermits: c.permits, UnackedMessages: c.unacked,
-					Address: c.c.nc.RemoteAddr().String()})
+					Address: c.c.nc.RemoteAddr().String(), ClientVersion: c.c.clientVersion, ConnectedSince: c.since.UTC().Format(time.RFC3339Nano),
+					PriorityLevel: c.priority, Metadata: nonNilMap(c.metadata)})
 				ss.UnackedMessages += c.unacked
 			}
 		})

@@ -36,7 +36,5 @@ package pulsar
 //     filters stale messages).
 //   - Schema compatibility strategies: schemas are versioned, never checked
 //     unless Config.EnforceSchema (then only the type is compared).
-//   - WaitForExclusive producers are refused with ProducerBusy instead of
-//     being queued.
 //   - REACHED_END_OF_TOPIC / topic termination: pulsar-client-go does not
 //     handle the command, so it is never sent.
