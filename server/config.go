@@ -84,6 +84,8 @@ type Config struct {
 	// listener addresses once the server serves. Tests use it with ":0"
 	// addresses.
 	AddrFile string
+	// Tuning holds the operational constants (tuning.go).
+	Tuning
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -102,6 +104,7 @@ func DefaultConfig() Config {
 		S3Region:        "us-east-1",
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
+		Tuning:          DefaultTuning(),
 	}
 }
 
@@ -160,6 +163,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("backend-timeout %v must be positive", c.BackendTimeout))
 	}
 	errs = append(errs, c.validateBackends()...)
+	errs = append(errs, c.Tuning.validate()...)
 	return errors.Join(errs...)
 }
 
