@@ -6,8 +6,9 @@
 // responses, the ApiVersions fallback rules), one handler file per Kafka API
 // key (NN_name.go, each registering its version range in init), RecordBatch
 // validation on produce and header patching on fetch. Topic metadata,
-// partition streams and committed offsets live behind package kstore; the
-// classic group protocol is package kgroup.
+// partition streams, committed offsets and the partitions' transaction
+// indexes live behind package kstore; the classic group protocol is package
+// kgroup, the transaction coordinator package ktxn (glue in txn.go).
 //
 // Mapping (seed 000): one complete Kafka RecordBatch is one stream entry
 // whose RecordCount covers the batch's records; the Kafka offset is the
@@ -36,6 +37,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/kafka/ktxn"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -83,6 +85,13 @@ type Config struct {
 	// timeouts (defaults 6s / 30m).
 	MinSessionTimeout time.Duration
 	MaxSessionTimeout time.Duration
+
+	// MaxTransactionTimeout bounds a transactional producer's
+	// transaction.timeout.ms (default 15m, Kafka's
+	// transaction.max.timeout.ms); TransactionCheckInterval is how often
+	// expired transactions are aborted (default 1s).
+	MaxTransactionTimeout    time.Duration
+	TransactionCheckInterval time.Duration
 
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
@@ -159,6 +168,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *kstore.Store
 	groups *kgroup.Coordinator
+	txns   *ktxn.Coordinator
 	stats  Stats
 
 	advHost string
@@ -194,6 +204,16 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
+	}
+	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+	// Load transactions and finish any whose outcome was decided before a
+	// crash, before the first client can read a partition they touch.
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		return nil, err
 	}
 	return s, nil
 }
@@ -309,6 +329,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cerr := s.store.Close(cctx); err == nil {
