@@ -161,6 +161,34 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	if _, ok := a.topicName(w, r); !ok {
 		return
 	}
+	name := r.URL.Query().Get("listenerName")
+	if name == "" {
+		name = r.Header.Get("X-Pulsar-ListenerName")
+	}
+	var plain, tls string
+	if len(a.s.cfg.Endpoints) == 0 {
+		plain = a.legacyBrokerURL(r)
+	} else {
+		var ok bool
+		if plain, tls, ok = a.s.brokerURLs(name, r.Host); !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"reason": "the broker do not have " + name + " listener"})
+			return
+		}
+	}
+	httpURL, httpsURL := a.s.httpURLs(name, r.Host)
+	native := plain
+	if native == "" {
+		native = tls
+	}
+	writeJSON(w, 200, map[string]string{
+		"brokerUrl": plain, "brokerUrlTls": tls,
+		"httpUrl": httpURL, "httpUrlTls": httpsURL, "nativeUrl": native,
+	})
+}
+
+// legacyBrokerURL is the lookup answer of a broker configured with a single
+// AdvertisedAddr (no Endpoints).
+func (a *httpAPI) legacyBrokerURL(r *http.Request) string {
 	broker := a.s.AdvertisedAddr()
 	if adv := a.s.advertisedFor(""); adv == broker {
 		// Wildcard listener and no AdvertisedAddr: use the host the HTTP
@@ -175,14 +203,7 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	} else {
 		broker = adv
 	}
-	httpURL := a.s.cfg.HTTPAdvertisedURL
-	if httpURL == "" {
-		httpURL = "http://" + r.Host
-	}
-	writeJSON(w, 200, map[string]string{
-		"brokerUrl": "pulsar://" + broker, "brokerUrlTls": "",
-		"httpUrl": httpURL, "httpUrlTls": "", "nativeUrl": "pulsar://" + broker,
-	})
+	return "pulsar://" + broker
 }
 
 func (a *httpAPI) listTenants(w http.ResponseWriter, r *http.Request) {
