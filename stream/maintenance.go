@@ -129,16 +129,32 @@ scan:
 
 // committedIn reports whether run id, ending at end, is committed according
 // to head h: in its Pending list, or in the offset index (where the commit
-// holding it is the first index entry ending at or after end).
+// holding it is the first index entry ending at or after end). An error
+// means the question is open, never "not committed".
 func (c *Core) committedIn(ctx context.Context, h *head, id runID, end int64) (bool, error) {
+	if committed, settled := committedInHead(h, id, end); settled {
+		return committed, nil
+	}
+	return c.committedInIndex(ctx, h, id, end)
+}
+
+// committedInHead answers from h alone when it can: settled is false when
+// only the offset index can tell.
+func committedInHead(h *head, id runID, end int64) (committed, settled bool) {
 	for _, d := range h.Pending {
 		if d.contains(id) {
-			return true, nil
+			return true, true
 		}
 	}
 	if end > h.IndexedThrough {
-		return false, nil
+		return false, true
 	}
+	return false, false
+}
+
+// committedInIndex looks run id up in the offset index below
+// h.IndexedThrough.
+func (c *Core) committedInIndex(ctx context.Context, h *head, id runID, end int64) (bool, error) {
 	recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, end), indexKey(h.ID, h.IndexedThrough+1), 1)
 	if err != nil {
 		return false, err
