@@ -812,16 +812,16 @@ func (m *commitMachine) onSettleRead(r metadata.Result, err error, nowMs int64) 
 	if len(cas.ops) > 0 {
 		last := cas.ops[len(cas.ops)-1].run
 		id := runID{Epoch: last.Epoch, Token: last.Token, Commit: last.Commit}
-		switch {
-		case ours:
+		if ours {
 			applied = fresh.Commits >= last.Commit
-		case pendingContains(fresh, id):
-			applied = true
-		case last.End() <= fresh.IndexedThrough:
-			// Only the offset index can prove it now.
-			m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id}
-			m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
-			return
+		} else {
+			var settled bool
+			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
+				// Only the offset index can prove it now.
+				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id}
+				m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
+				return
+			}
 		}
 	}
 	m.settle(cas, fresh, r.Record.Version, ours, applied, nowMs)
@@ -864,15 +864,6 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 		found = d.contains(p.run)
 	}
 	m.settle(p.cas, p.fresh, p.version, false, found, nowMs)
-}
-
-func pendingContains(h *head, id runID) bool {
-	for _, d := range h.Pending {
-		if d.contains(id) {
-			return true
-		}
-	}
-	return false
 }
 
 // settle finishes an unsettled CAS once its outcome is proven.
