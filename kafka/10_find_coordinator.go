@@ -25,7 +25,7 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := r.s.Addr()
+	host, port := r.advertised()
 	var code int16
 	var msg *string
 	switch req.CoordinatorType {

@@ -38,6 +38,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -48,8 +49,10 @@ var ErrServerClosed = errors.New("kafka: server closed")
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
 	// AdvertisedHost and AdvertisedPort are what Metadata and
-	// FindCoordinator tell clients to dial. Default: the listener's address
-	// (first Serve call).
+	// FindCoordinator tell clients of a listener without its own advertised
+	// address to dial. Default: each listener's advertised endpoint
+	// (listener.Bound; for a bare net.Listener its address, or for a
+	// wildcard bind the address the client reached).
 	AdvertisedHost string
 	AdvertisedPort int32
 	// NodeID is this broker's id (default 1).
@@ -175,7 +178,7 @@ type Server struct {
 	advPort int32
 
 	mu        sync.Mutex
-	listeners map[net.Listener]struct{}
+	listeners map[*listener.Bound]struct{}
 	conns     map[*conn]struct{}
 	closing   bool
 	stopping  chan struct{} // closed at Shutdown: long polls return early
@@ -201,7 +204,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
 		advHost:   cfg.AdvertisedHost,
 		advPort:   cfg.AdvertisedPort,
-		listeners: map[net.Listener]struct{}{},
+		listeners: map[*listener.Bound]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
 	}
@@ -224,33 +227,16 @@ func (s *Server) Stats() *Stats { return &s.stats }
 // Store exposes the storage boundary (for tools and tests).
 func (s *Server) Store() *kstore.Store { return s.store }
 
-// Addr returns the advertised host and port.
-func (s *Server) Addr() (string, int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.advHost, s.advPort
-}
-
-// Serve accepts connections on ln until Shutdown. It always returns a
-// non-nil error; after Shutdown it is ErrServerClosed.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts connections on ln until Shutdown; it may be called for
+// several listeners at once. A *listener.Bound brings its name, security
+// and advertised address; any other listener is a PLAINTEXT one. It always
+// returns a non-nil error; after Shutdown it is ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	ln := listener.Wrap(l, listener.Kafka, listener.KafkaPlaintext)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return ErrServerClosed
-	}
-	if s.advHost == "" || s.advPort == 0 {
-		if ta, ok := ln.Addr().(*net.TCPAddr); ok {
-			if s.advHost == "" {
-				s.advHost = ta.IP.String()
-				if ta.IP.IsUnspecified() {
-					s.advHost = "127.0.0.1"
-				}
-			}
-			if s.advPort == 0 {
-				s.advPort = int32(ta.Port)
-			}
-		}
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -279,7 +265,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if !s.startConn(nc) {
+		if !s.startConn(nc, ln) {
 			_ = nc.Close()
 			return ErrServerClosed
 		}
@@ -338,13 +324,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) startConn(nc net.Conn) bool {
+func (s *Server) startConn(nc net.Conn, ln *listener.Bound) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return false
 	}
-	c := newConn(s, nc)
+	c := newConn(s, nc, ln)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.stats.ConnectionsOpened.Add(1)
