@@ -243,6 +243,7 @@ step install-tools install_tools
 if [ "${NEREUS_SKIP_SERVICES:-0}" != 1 ]; then
 	step start-services start_services
 fi
+step repo-hygiene bash "$ROOT/scripts/check-repo.sh"
 step gofmt check_gofmt
 step go-vet check_vet
 step staticcheck check_staticcheck
