@@ -1,7 +1,6 @@
 package pulsar
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/nereusstream/nereus-go/internal/testenv"
-	"github.com/nereusstream/nereus-go/internal/testenv/acklog"
 	"github.com/nereusstream/nereus-go/managedledger"
 )
 
@@ -235,114 +233,4 @@ func TestDedupSnapshotAndReplay(t *testing.T) {
 	if p2.LastSequenceID() != 1107 {
 		t.Fatalf("after restart the producer continued at %d, want 1107", p2.LastSequenceID())
 	}
-}
-
-// TestProduceSurvivesCrashMidSend: two producers (one batching, one not)
-// send without pause; the broker is SIGKILLed as soon as each cycle made
-// its minimum progress and sends are in flight, and restarted while the
-// clients reconnect and resend. Every acknowledged message must then read
-// back exactly at its acknowledged message id, no message twice (the
-// broker's deduplication must absorb the resends of messages whose receipt
-// the crash swallowed), each producer's messages in send order, and the
-// ledger id of the topic must not change.
-func TestProduceSurvivesCrashMidSend(t *testing.T) {
-	b := startBroker(t, Config{})
-	if !b.canCrash() {
-		testenv.SkipOrFail(t, "external broker without NEREUS_PULSAR_RESTART_CMD: cannot crash it")
-	}
-	c := b.client(t)
-	topic := newTopic("crashsend")
-	ctx := ctxT(t, 5*time.Minute)
-	acks := acklog.New()
-	var mu sync.Mutex
-	var fatal error
-	ledger := int64(-1)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fatal == nil {
-			fatal = err
-		}
-	}
-	failed := func() error { mu.Lock(); defer mu.Unlock(); return fatal }
-	pos := func(id pulsar.MessageID) acklog.Pos {
-		return acklog.Pos{Offset: id.EntryID(), Index: max(id.BatchIdx(), 0)}
-	}
-	sctx, stopSending := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var producers []pulsar.Producer
-	for _, batching := range []bool{false, true} {
-		key := fmt.Sprintf("batching=%v", batching)
-		p := producerT(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: !batching,
-			SendTimeout: 2 * time.Minute, MaxPendingMessages: 64, BatchingMaxPublishDelay: 2 * time.Millisecond})
-		producers = append(producers, p)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; sctx.Err() == nil; i++ {
-				payload := acklog.Payload(key, i)
-				acks.Begin()
-				p.SendAsync(sctx, &pulsar.ProducerMessage{Payload: []byte(payload)}, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-					defer acks.End()
-					if err != nil {
-						return // unknown outcome: may or may not be stored, at most once
-					}
-					mu.Lock()
-					if ledger == -1 {
-						ledger = id.LedgerID()
-					} else if id.LedgerID() != ledger {
-						mu.Unlock()
-						fail(fmt.Errorf("message %s acknowledged on ledger %d, the topic's ledger was %d", payload, id.LedgerID(), ledger))
-						return
-					}
-					mu.Unlock()
-					if err := acks.Ack(topic, pos(id), payload); err != nil {
-						fail(err)
-					}
-				})
-			}
-		}()
-	}
-	const cycles = 3
-	for cycle := 0; cycle <= cycles; cycle++ {
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := acks.WaitKillPoint(wctx, acks.Count(), 100, failed)
-		cancel()
-		if err != nil {
-			stopSending()
-			wg.Wait()
-			t.Fatalf("cycle %d: %v", cycle, err)
-		}
-		if cycle == cycles {
-			break // the last wait proves the producers recovered
-		}
-		t.Logf("cycle %d: SIGKILL with sends in flight (%d acknowledged so far), then restart", cycle, acks.Count())
-		b.crashAndRestart(t)
-	}
-	stopSending()
-	wg.Wait()
-	for _, p := range producers {
-		_ = p.FlushWithCtx(ctxT(t, 30*time.Second)) // settle what is pending; errors are unknown outcomes
-	}
-	if err := failed(); err != nil {
-		t.Fatal(err)
-	}
-
-	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var read []acklog.Entry
-	for r.HasNext() {
-		m, err := r.Next(ctx)
-		if err != nil {
-			t.Fatalf("read after %d messages: %v", len(read), err)
-		}
-		read = append(read, acklog.Entry{Pos: pos(m.ID()), Payload: string(m.Payload())})
-	}
-	if err := acks.Verify(topic, read); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d acknowledged messages (%d read back) survived %d SIGKILLs mid-send exactly once, in order", acks.Count(), len(read), cycles)
 }

@@ -78,13 +78,14 @@ type Log struct {
 	mu       sync.Mutex
 	parts    map[string]map[Pos]string // partition -> position -> payload
 	where    map[string]map[string]Pos // partition -> payload -> position
+	unplaced map[string]map[string]bool
 	n        int
 	inFlight int
 }
 
 // New returns an empty ledger.
 func New() *Log {
-	return &Log{parts: map[string]map[Pos]string{}, where: map[string]map[string]Pos{}}
+	return &Log{parts: map[string]map[Pos]string{}, where: map[string]map[string]Pos{}, unplaced: map[string]map[string]bool{}}
 }
 
 // Ack records that payload was acknowledged at pos of partition. It returns
@@ -104,8 +105,32 @@ func (l *Log) Ack(partition string, pos Pos, payload string) error {
 	if prev, ok := byPayload[payload]; ok {
 		return fmt.Errorf("acklog: %s payload %q acknowledged twice: at %v and at %v", partition, payload, prev, pos)
 	}
+	if l.unplaced[partition][payload] {
+		return fmt.Errorf("acklog: %s payload %q acknowledged as a duplicate and again at %v", partition, payload, pos)
+	}
 	byPos[pos], byPayload[payload] = payload, pos
 	l.n++
+	return nil
+}
+
+// AckUnplaced records that payload was acknowledged without a position: a
+// server that recognised a resend as a duplicate of a write it stored
+// earlier and no longer knows where (Pulsar answers such a duplicate with
+// message id -1:-1, as Apache Pulsar does). Verify requires it to read back
+// exactly once, anywhere.
+func (l *Log) AckUnplaced(partition, payload string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pos, ok := l.where[partition][payload]; ok {
+		return fmt.Errorf("acklog: %s payload %q acknowledged at %v and again as a duplicate", partition, payload, pos)
+	}
+	if l.unplaced[partition] == nil {
+		l.unplaced[partition] = map[string]bool{}
+	}
+	if !l.unplaced[partition][payload] {
+		l.unplaced[partition][payload] = true
+		l.n++
+	}
 	return nil
 }
 
@@ -170,6 +195,7 @@ type Entry struct {
 func (l *Log) Verify(partition string, read []Entry) error {
 	l.mu.Lock()
 	acked := l.parts[partition]
+	unplaced := l.unplaced[partition]
 	l.mu.Unlock()
 	var errs []string
 	report := func(format string, args ...any) {
@@ -213,11 +239,17 @@ func (l *Log) Verify(partition string, read []Entry) error {
 			}
 		}
 	}
+	for payload := range unplaced {
+		if _, ok := seen[payload]; !ok {
+			lost++
+			report("acknowledged (as a duplicate) %q is lost", payload)
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("acklog: %s: %d of %d acknowledged writes lost or moved; %d records read back:\n  %s",
-		partition, lost, len(acked), len(read), strings.Join(errs, "\n  "))
+		partition, lost, len(acked)+len(unplaced), len(read), strings.Join(errs, "\n  "))
 }
 
 // Partitions lists the partitions with acknowledged writes.
@@ -236,5 +268,5 @@ func (l *Log) Partitions() []string {
 func (l *Log) Acked(partition string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.parts[partition])
+	return len(l.parts[partition]) + len(l.unplaced[partition])
 }

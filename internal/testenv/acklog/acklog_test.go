@@ -74,3 +74,19 @@ func TestWaitKillPoint(t *testing.T) {
 	}
 	l.End()
 }
+
+func TestUnplacedAck(t *testing.T) {
+	l := New()
+	if err := l.AckUnplaced("p", "a#0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ack("p", Pos{Offset: 0}, "a#0"); err == nil {
+		t.Fatal("a duplicate-acknowledged write acknowledged again at a position")
+	}
+	if err := l.Verify("p", []Entry{{Pos: Pos{Offset: 7}, Payload: "a#0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Verify("p", nil); err == nil || !strings.Contains(err.Error(), `(as a duplicate) "a#0" is lost`) {
+		t.Fatalf("lost unplaced ack: %v", err)
+	}
+}
