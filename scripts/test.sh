@@ -231,8 +231,10 @@ run_fuzz() {
 	local targets rc=0 n=0 fdir fname
 	targets=$(fuzz_targets)
 	if [ -z "$targets" ]; then
-		echo "no fuzz targets found"
-		return 0
+		# The module has fuzz targets (wire decoders, codecs): finding none
+		# means discovery broke, which must not pass as "nothing to fuzz".
+		echo "no fuzz targets found: fuzz-target discovery is broken"
+		return 1
 	fi
 	while read -r fdir fname; do
 		n=$((n + 1))
