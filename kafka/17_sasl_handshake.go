@@ -1,6 +1,6 @@
 package kafka
 
-// SaslHandshake: v1
+// SaslHandshake: v0-1
 //
 // Behavior:
 //   - On a SASL listener (SASL_PLAINTEXT, SASL_SSL) it picks the mechanism
@@ -13,15 +13,17 @@ package kafka
 //   - On a listener without SASL it answers ILLEGAL_SASL_STATE.
 //
 // Version notes:
-//   - v0 (SASL bytes outside Kafka framing) is not served; Kafka 4 removed
-//     it too (KIP-896). v1 frames the exchange in SaslAuthenticate.
+//   - v0: the SASL tokens that follow are bare length-prefixed frames
+//     without a Kafka header (no session lifetime, no re-authentication).
+//     librdkafka's feature detection also needs v0 in the advertised range.
+//   - v1: the exchange is framed in SaslAuthenticate.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { regKey(17, 1, 1, handleSASLHandshake) }
+func init() { regKey(17, 0, 1, handleSASLHandshake) }
 
 func handleSASLHandshake(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.SASLHandshakeRequest)
@@ -35,7 +37,7 @@ func handleSASLHandshake(r *request) (kmsg.Response, func() kmsg.Response, error
 			a.closeAfter = true
 		}
 		return resp, nil, nil
-	case a.state == saslDone && (a.expires.IsZero() || !a.lifetimeOK || a.reauthing):
+	case a.state == saslDone && (a.expires.IsZero() || !a.lifetimeOK || a.reauthing || req.Version == 0):
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp, nil, nil
 	case !s.saslEnabled(req.Mechanism), a.state == saslDone && req.Mechanism != a.mech:
@@ -52,9 +54,12 @@ func handleSASLHandshake(r *request) (kmsg.Response, func() kmsg.Response, error
 		return resp, nil, nil
 	}
 	a.mech, a.exchange = req.Mechanism, ex
-	if a.state == saslDone {
+	switch {
+	case a.state == saslDone:
 		a.reauthing = true
-	} else {
+	case req.Version == 0:
+		a.state = saslRawAuthenticate
+	default:
 		a.state = saslAuthenticate
 	}
 	return resp, nil, nil

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,6 +60,9 @@ const (
 	saslHandshake
 	// saslAuthenticate: mechanism chosen, SaslAuthenticate rounds.
 	saslAuthenticate
+	// saslRawAuthenticate: mechanism chosen by SaslHandshake v0; the
+	// client now sends bare length-prefixed SASL tokens, no Kafka header.
+	saslRawAuthenticate
 	// saslDone: authenticated; requests flow until the session expires.
 	saslDone
 )
@@ -154,4 +159,38 @@ func (s *Server) newExchange(mech string) (ksasl.Exchange, error) {
 		}
 	}
 	return ksasl.New(mech, lookup, validate)
+}
+
+// handleRawSASL runs one bare SASL token of a SaslHandshake v0 exchange
+// and queues the bare answer (Kafka frames it with a length only). A
+// failure closes the connection without an answer, as Kafka does for v0.
+func (c *conn) handleRawSASL(tok []byte) error {
+	a := &c.auth
+	out, done, err := a.exchange.Step(tok)
+	if err != nil {
+		c.s.stats.AuthFailures.Add(1)
+		a.closeAfter = true
+		return &authClose{why: "SASL authentication failed: " + err.Error()}
+	}
+	if done {
+		a.state, a.principal, a.exchange = saslDone, "User:"+a.exchange.Result().User, nil
+		c.s.stats.AuthSuccesses.Add(1)
+		c.s.log.Debug("kafka: SASL authenticated (v0)", "remote", c.remote, "principal", a.principal, "mechanism", a.mech)
+	}
+	sl := &slot{key: kmsg.SASLAuthenticate.Int16(), start: time.Now(), done: make(chan struct{}),
+		resp: rawSASLToken{SASLAuthenticateResponse: kmsg.NewPtrSASLAuthenticateResponse(), tok: out}}
+	close(sl.done)
+	return c.enqueue(sl)
+}
+
+// rawSASLToken is a bare SASL token answer: a length and the bytes.
+type rawSASLToken struct {
+	*kmsg.SASLAuthenticateResponse
+	tok []byte
+}
+
+func (r rawSASLToken) frame(int32) net.Buffers {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(r.tok)))
+	return net.Buffers{n[:], r.tok}
 }

@@ -124,6 +124,23 @@ func (c *conn) readLoop() error {
 			return nil // connection reset: nothing to log
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.auth.state == saslRawAuthenticate {
+			// SaslHandshake v0: the next frames are bare SASL tokens.
+			if size < 0 || size > maxUnauthenticatedFrame {
+				return c.fail(&authClose{why: fmt.Sprintf("SASL token of %d bytes", size)})
+			}
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(br, buf); err != nil {
+				return nil
+			}
+			if err := c.handleRawSASL(buf); err != nil {
+				return c.fail(err)
+			}
+			if c.auth.closeAfter {
+				return nil
+			}
+			continue
+		}
 		if size < 10 || size > c.s.cfg.MaxRequestBytes {
 			return c.fail(badInput("frame size %d outside [10, %d]", size, c.s.cfg.MaxRequestBytes))
 		}
