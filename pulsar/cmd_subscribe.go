@@ -52,6 +52,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -76,6 +77,8 @@ type consumer struct {
 	sub      *subscription
 	subType  pb.CommandSubscribe_SubType
 	priority int32
+	since    time.Time
+	metadata map[string]string
 	keyMode  pb.KeySharedMode // Key_Shared only
 	ranges   [][2]int         // Key_Shared STICKY ranges, inclusive
 
@@ -130,7 +133,7 @@ func subscribe(ctx context.Context, c *conn, cmd *pb.CommandSubscribe) (*consume
 		return nil, false, err
 	}
 	cons := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), c: c, sub: sub, subType: cmd.GetSubType(),
-		priority: cmd.GetPriorityLevel(), pendingSlots: map[int64]int{}}
+		priority: cmd.GetPriorityLevel(), pendingSlots: map[int64]int{}, since: time.Now(), metadata: kvMap(cmd.GetMetadata())}
 	if cons.name == "" {
 		cons.name = fmt.Sprintf("consumer-%d", cons.id)
 	}

@@ -461,3 +461,12 @@ func (s *Server) statsLoop() {
 		}
 	}
 }
+
+// defaultProfile is the storage profile of new topics without a namespace
+// or topic storage-profile policy.
+func (s *Server) defaultProfile() stream.Profile {
+	if s.cfg.StorageProfile == stream.ProfileUnspecified {
+		return stream.DefaultProfile
+	}
+	return s.cfg.StorageProfile
+}
