@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // chromiumPath finds Debian's chromium (scripts/test.sh installs it), or
@@ -32,10 +34,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-		t.Fatal("headless Chromium needed: install Debian's chromium package (scripts/test.sh does) or set NEREUS_CHROMIUM")
-	}
-	t.Skip("chromium not installed (apt-get install chromium); set NEREUS_REQUIRE_EXTERNAL=1 to make this a failure")
+	testenv.SkipOrFail(t, "headless Chromium not installed: apt-get install chromium (scripts/test.sh does) or set NEREUS_CHROMIUM")
 	return ""
 }
 
