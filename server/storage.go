@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,7 +61,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return openedStorage{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RecoveryTimeout)
 	defer cancel()
 
 	// Undo on failure, in reverse order of opening.
