@@ -141,6 +141,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {
 				logger.Warn("per-stream metrics not registered", "err", err)
 			}
+			if err := reg.Register(newKafkaLagCollector(core, meta, nodeID, logger, int(cfg.MetricsStreamLimit))); err != nil {
+				logger.Warn("Kafka consumer lag metrics not registered", "err", err)
+			}
 		}
 	}
 	closer := closerFunc(func() error {
