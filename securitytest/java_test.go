@@ -168,9 +168,11 @@ func TestKafkaConfigsSCRAM(t *testing.T) {
 		t.Fatalf("kafka-configs --alter: %v\n%s", err, out)
 	}
 	t.Logf("kafka-configs --alter:\n%s", out)
-	// (kafka-configs --describe --entity-type users also asks for client
-	// quotas, DescribeClientQuotas 48, which Nereus does not serve; read
-	// the credentials back with DescribeUserScramCredentials instead.)
+	out, err = kafkaTool(t, "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--command-config", cfg,
+		"--describe", "--entity-type", "users", "--entity-name", "dave")
+	if err != nil || !strings.Contains(out, "SCRAM-SHA-256=iterations=8192") || !strings.Contains(out, "SCRAM-SHA-512=iterations=4096") {
+		t.Fatalf("kafka-configs --describe: %v\n%s", err, out)
+	}
 	described, err := kadm.NewClient(saslClient(t, scramMech("SCRAM-SHA-512", "admin", users["admin"]))).DescribeUserSCRAMs(ctxT(t, 30*time.Second), "dave")
 	if err != nil {
 		t.Fatal(err)

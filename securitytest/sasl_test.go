@@ -178,7 +178,7 @@ func TestKafkaOAuthBearer(t *testing.T) {
 // lifetimes on one connection.
 func TestKafkaReauthentication(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for two session lifetimes")
+		t.Skip("runs for two session lifetimes") // skip-ok: -short skips slow tests by design
 	}
 	before := metric(t, "nereus_kafka_sasl_authentications_total")
 	cl := saslClient(t, scramMech("SCRAM-SHA-512", "alice", users["alice"]))
