@@ -425,6 +425,8 @@ func (o *owner) applyCommittedLocked(cas *headCAS, committed *head, v metadata.V
 		o.c.metrics.bytesCommitted.Add(op.bytes)
 		if o.sync {
 			o.syncWaiters = append(o.syncWaiters, op)
+		} else if o.genSync {
+			o.genWaiters = append(o.genWaiters, op)
 		} else {
 			o.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 		}
@@ -433,6 +435,7 @@ func (o *owner) applyCommittedLocked(cas *headCAS, committed *head, v metadata.V
 		m.head = committed
 		close(m.done)
 	}
+	o.releaseGenWaitersLocked()
 	if len(o.queue) == 0 {
 		select {
 		case <-o.idle:
@@ -519,6 +522,24 @@ func (o *owner) probeIndex(cas *headCAS, fresh *head, v metadata.Version, id run
 	o.probing = false
 	if o.unsettled != cas {
 		return // settled meanwhile (the core is closing)
+	}
+	if errors.Is(err, errTrimmedEvidence) {
+		// The range was trimmed and its evidence collected before we could
+		// look: the outcome can never be proven. Say so, and stop.
+		o.unsettled = nil
+		for _, op := range cas.ops {
+			// Trimmed either way, so its bytes are garbage either way.
+			o.prov.Release(op.target, false)
+			o.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, err))
+		}
+		o.queue = o.queue[len(cas.ops):]
+		for _, m := range cas.muts {
+			m.err = errOwnerGone
+			close(m.done)
+		}
+		o.head, o.version = fresh, v
+		o.fenceLocked(fresh)
+		return
 	}
 	if err != nil {
 		o.c.metrics.unknownOutcomes.Add(1)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -40,8 +41,16 @@ type Config struct {
 	// index entries are confirmed; beyond it the stream's appends wait for
 	// index publication (default 256).
 	MaxPendingRuns int
-	// RetentionInterval is how often retention is enforced (default 30s).
+	// RetentionInterval is how often retention is enforced on the streams
+	// this process owns (default 10s).
 	RetentionInterval time.Duration
+	// ObjectStore holds generation objects. Without it streams are never
+	// materialized and BOOKKEEPER_WAL_SYNC_OBJECT streams cannot be created.
+	ObjectStore objectstore.ObjectStore
+	// Lifecycle configures materialization, reader protection and GC.
+	Lifecycle LifecycleConfig
+	// Ownership says which streams' lifecycle work runs here (nil: all).
+	Ownership Ownership
 	// Logger receives lifecycle events. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
@@ -69,8 +78,9 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 30 * time.Second
+		c.RetentionInterval = 10 * time.Second
 	}
+	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -95,6 +105,13 @@ type Core struct {
 
 	committer *committer
 	tail      *tailCache
+	slots     slotTable
+	leases    *leaseTable
+	gens      *genReader // nil without Config.ObjectStore
+	mat       *materializer
+	gc        gcState
+	guards    retentionGuards
+	lc        lcMetrics
 	watch     *headWatch
 	metrics   Metrics
 
@@ -125,15 +142,20 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.tail = newTailCache(cfg.TailCacheBytes)
 	c.watch = newHeadWatch(c)
 	c.committer = newCommitter(c)
+	c.leases = newLeaseTable(c)
+	if cfg.ObjectStore != nil {
+		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+	}
+	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {
 		if err := p.Recover(ctx, c.settleIntent); err != nil {
 			c.cancel()
 			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)
 		}
 	}
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go func() { defer c.wg.Done(); c.committer.run(c.ctx) }()
-	go func() { defer c.wg.Done(); c.maintenance(c.ctx) }()
+	c.startBackground()
 	return c, nil
 }
 
@@ -162,8 +184,8 @@ func (c *Core) providerFor(p Profile) (provider.Provider, error) {
 		}
 		return nil, fmt.Errorf("%w: %s needs %s, which is not configured", ErrUnsupportedProfile, p, which)
 	}
-	if p == BookKeeperWALSyncObject {
-		return nil, fmt.Errorf("%w: %s needs object materialization, which is not built yet", ErrUnsupportedProfile, p)
+	if (p == BookKeeperWALSyncObject || p == BookKeeperWALAsyncObject) && c.cfg.ObjectStore == nil {
+		return nil, fmt.Errorf("%w: %s materializes into the object store, which is not configured", ErrUnsupportedProfile, p)
 	}
 	return pv, nil
 }
@@ -175,6 +197,24 @@ func (c *Core) providerByName(name string) (provider.Provider, error) {
 		}
 	}
 	return nil, fmt.Errorf("nereus/stream: no provider %q configured for a committed run", name)
+}
+
+// partReader reads the entries of one part of a descriptor (a WAL run, a
+// generation object) back.
+type partReader interface {
+	Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error)
+}
+
+// readerByName returns the reader of descriptors recorded with provider
+// name `name`.
+func (c *Core) readerByName(name string) (partReader, error) {
+	if name == generationProvider {
+		if c.gens == nil {
+			return nil, fmt.Errorf("nereus/stream: a generation is committed but no object store is configured")
+		}
+		return c.gens, nil
+	}
+	return c.providerByName(name)
 }
 
 func (c *Core) writerTag(writerID string) string { return writerID + "\x00" + c.incarnation }

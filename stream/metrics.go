@@ -17,6 +17,7 @@ type Metrics struct {
 	metaRoundTrips, metaOps           atomic.Int64
 	conflicts, unknownOutcomes        atomic.Int64
 	reads, tailHits, walReads         atomic.Int64
+	genReads, readRetries             atomic.Int64
 	roundNanos                        atomic.Int64
 	roundBuckets                      [len(roundBucketBounds) + 1]atomic.Int64
 }

@@ -76,6 +76,10 @@ type owner struct {
 	toIndex          []*indexItem
 	confirmedThrough int64
 	syncWaiters      []*appendOp
+	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
+	// acknowledgement waits for a generation covering them.
+	genWaiters []*appendOp
+	genSync    bool
 
 	fatal      error
 	changed    chan struct{}
@@ -134,7 +138,7 @@ func (c *Core) dropOwner(o *owner) {
 
 func newOwner(c *Core, h *head, v metadata.Version, sess Session, prov provider.Provider) *owner {
 	o := &owner{
-		c: c, id: h.ID, prov: prov, sync: h.Profile == ObjectWALSyncObject,
+		c: c, id: h.ID, prov: prov, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
 		nextCommit: h.Commits + 1, confirmedThrough: h.IndexedThrough,
@@ -326,6 +330,10 @@ func (o *owner) failLocked(err error) {
 		o.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 	}
 	o.syncWaiters = nil
+	for _, op := range o.genWaiters {
+		o.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+	}
+	o.genWaiters = nil
 	o.notifyLocked()
 }
 
@@ -356,5 +364,26 @@ func (o *owner) drain(ctx context.Context) {
 	select {
 	case <-idle:
 	case <-ctx.Done():
+	}
+}
+
+// releaseGenWaitersLocked acknowledges BOOKKEEPER_WAL_SYNC_OBJECT appends
+// that a published generation now covers, and urges materialization for
+// the rest.
+func (o *owner) releaseGenWaitersLocked() {
+	if len(o.genWaiters) == 0 {
+		return
+	}
+	keep := o.genWaiters[:0]
+	for _, op := range o.genWaiters {
+		if op.run.End() <= o.head.GenThrough {
+			o.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+		} else {
+			keep = append(keep, op)
+		}
+	}
+	o.genWaiters = keep
+	if len(keep) > 0 {
+		o.c.mat.urge(o.id)
 	}
 }
