@@ -142,6 +142,7 @@ type Provider struct {
 	ledgers map[int64]*ledger // ledgers this incarnation created, until finalized
 
 	readers *readerCache
+	reclaim reclaimState
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -440,7 +441,7 @@ func (l *lane) completeLoop() {
 		}
 		if pr.err != nil {
 			if pr.led != nil {
-				pr.led.runFinished(false)
+				pr.led.runFinished(false, 0, 0)
 				p.maybeFinalize(pr.led)
 			}
 			pr.done(nil, pr.err)
@@ -451,7 +452,7 @@ func (l *lane) completeLoop() {
 		if unitRecords(pr.run) {
 			t.flags |= flagUnitRecords
 		}
-		pr.led.runFinished(true)
+		pr.led.runFinished(true, pr.run.Commit, pr.run.End())
 		pr.done(t.encode(), nil)
 	}
 }
@@ -542,7 +543,7 @@ func (p *Provider) Release(tgt provider.Target, committed bool) {
 	if led == nil {
 		return
 	}
-	led.released(committed)
+	led.released(t.commit, committed)
 	p.maybeFinalize(led)
 }
 
