@@ -19,8 +19,14 @@ package kafka
 //     session_id 0, so clients keep sending full fetches; an incremental
 //     fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND. A full response
 //     holds exactly the requested partitions, in request order.
-//   - There are no transactions, so read_committed equals read_uncommitted:
-//     last_stable_offset = high_watermark, no aborted transactions.
+//   - last_stable_offset is the partition's LSO (the first offset of its
+//     oldest open transaction, else the high watermark; package kstore's
+//     transaction index). read_committed (isolation_level 1) returns only
+//     batches below the LSO, counts only those toward min_bytes, and lists
+//     the aborted transactions (producer id, first offset) whose abort
+//     marker is at or after fetch_offset and which began before the end of
+//     the returned data; the client skips those producers' batches up to
+//     their abort marker, which it reads in the same data.
 //   - current_leader_epoch (v9+) is checked against the partition's session
 //     epoch: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH.
 //   - Follower fetching (rack, preferred_read_replica) is not supported:
@@ -64,6 +70,8 @@ type fetchPart struct {
 	size    int
 }
 
+const readCommitted = 1
+
 func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -100,7 +108,8 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		maxBytes = 50 << 20
 	}
 	reply := &fetchReply{FetchResponse: resp, parts: parts}
-	total := fillFetch(r.ctx, s, parts, maxBytes)
+	committed := req.Version >= 4 && req.IsolationLevel == readCommitted
+	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) {
 		s.stats.FetchedBytes.Add(int64(total))
@@ -113,7 +122,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			if !waitForCommit(r.ctx, s, parts, deadline.C) {
 				break
 			}
-			total = fillFetch(r.ctx, s, parts, maxBytes)
+			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
@@ -148,12 +157,13 @@ func checkLeaderEpoch(ctx context.Context, s *Server, p *kstore.Partition, clien
 
 // fillFetch (re)reads every partition of the fetch into its response slot
 // and returns the record bytes gathered.
-func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) int {
+func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, committed bool) int {
 	total := 0
 	for i := range parts {
 		fp := &parts[i]
 		op := fp.out
 		fp.entries, fp.size = nil, 0
+		op.AbortedTransactions = nil
 		if fp.err != nil {
 			op.ErrorCode = errorCode(fp.err)
 			continue
@@ -167,7 +177,12 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 				op.ErrorCode = errorCode(err)
 				continue
 			}
-			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
+			lso, err := s.store.StableOffset(ctx, fp.part, end)
+			if err != nil {
+				op.ErrorCode = errorCode(err)
+				continue
+			}
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, lso, start
 			if fp.req.FetchOffset < start || fp.req.FetchOffset > end {
 				op.ErrorCode = kerr.OffsetOutOfRange.Code
 			}
@@ -184,10 +199,19 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 			}
 			continue
 		}
+		lso, err := s.store.StableOffset(ctx, fp.part, res.EndOffset)
+		if err != nil {
+			op.ErrorCode = errorCode(err)
+			continue
+		}
+		op.LastStableOffset = lso
 		size, n := 0, 0
 		for _, e := range res.Entries {
 			if len(e.Payload) < kbatch.HeaderSize {
 				break // not a batch we stored; never serve it
+			}
+			if committed && e.Offset >= lso {
+				break // not stable yet
 			}
 			// KIP-74: only the first partition with data may exceed the
 			// remaining budget, by one batch.
@@ -199,6 +223,21 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 		}
 		fp.entries, fp.size = res.Entries[:n], size
 		total += size
+		if committed && n > 0 {
+			last := res.Entries[n-1]
+			aborted, err := s.store.AbortedTxns(ctx, fp.part, fp.req.FetchOffset, last.Offset+int64(last.RecordCount))
+			if err != nil {
+				op.ErrorCode = errorCode(err)
+				fp.entries, fp.size = nil, 0
+				total -= size
+				continue
+			}
+			for _, a := range aborted {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.First
+				op.AbortedTransactions = append(op.AbortedTransactions, at)
+			}
+		}
 	}
 	return total
 }

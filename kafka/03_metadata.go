@@ -48,7 +48,7 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := r.s
-	host, port := s.Addr()
+	host, port := r.advertised()
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}

@@ -3,9 +3,10 @@ package kafka
 // FindCoordinator: v0-4
 //
 // Behavior:
-//   - This broker coordinates every consumer group (key_type 0).
-//   - Transaction coordinators (key_type 1) and share groups (2) do not
-//     exist here: COORDINATOR_NOT_AVAILABLE with a message saying so.
+//   - This broker coordinates every consumer group (key_type 0) and every
+//     transactional id (key_type 1; package ktxn).
+//   - Share groups (key_type 2) do not exist here: COORDINATOR_NOT_AVAILABLE
+//     with a message saying so; other key types INVALID_REQUEST.
 //   - v4+ answers each batched key separately, echoing the key.
 //
 // Version notes:
@@ -24,12 +25,18 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := r.s.Addr()
+	host, port := r.advertised()
 	var code int16
 	var msg *string
-	if req.CoordinatorType != 0 {
+	switch req.CoordinatorType {
+	case 0, 1:
+	case 2:
 		code = kerr.CoordinatorNotAvailable.Code
-		m := "nereus: only consumer-group coordinators exist (no transactions, no share groups)"
+		m := "nereus: share groups are not supported"
+		msg = &m
+	default:
+		code = kerr.InvalidRequest.Code
+		m := "nereus: unknown coordinator key type"
 		msg = &m
 	}
 	if req.Version < 4 {

@@ -248,3 +248,15 @@ func TestRegexAndFailoverPartitions(t *testing.T) {
 		}
 	}
 }
+
+// getJSON GETs url and decodes a 200 answer into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	code, body := httpDo(t, "GET", url, "")
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
+	}
+}

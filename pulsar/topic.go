@@ -28,6 +28,8 @@ type topic struct {
 	mu        sync.Mutex
 	producers map[string]*producer // by producer name
 	exclusive string               // name of the producer holding exclusive access
+	waiting   []*waitingProducer   // WaitForExclusive producers queued for access, in arrival order
+	epoch     uint64               // topic epoch: bumped at every exclusive acquisition
 	subs      map[string]*subscription
 	closed    bool
 

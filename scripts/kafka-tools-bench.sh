@@ -224,9 +224,12 @@ if "nereus" in targets:
     for k in [t for t in targets if t != "nereus"]:
         kp, ke = perf[k], e2e[k]
         tp = med([x["mbps"] for x in n]) / med([x["mbps"] for x in kp])
-        r50 = med([x["p50"] for x in ne]) / max(med([x["p50"] for x in ke]), 1e-9)
-        r99 = med([x["p99"] for x in ne]) / max(med([x["p99"] for x in ke]), 1e-9)
-        print(f"nereus / {k:<12} throughput {tp:.2f}x   e2e p50 {r50:.2f}x   e2e p99 {r99:.2f}x   (latency: lower is better)")
+        # EndToEndLatency truncates to whole ms: a 0 ms percentile has no ratio.
+        ratio = lambda a, b: "%.2fx" % (a / b) if b > 0 else "n/a (%s < 1 ms)" % k
+        r50 = ratio(med([x["p50"] for x in ne]), med([x["p50"] for x in ke]))
+        r99 = ratio(med([x["p99"] for x in ne]), med([x["p99"] for x in ke]))
+        ravg = ratio(med([x["avg"] for x in ne]), med([x["avg"] for x in ke]))
+        print(f"nereus / {k:<12} throughput {tp:.2f}x   e2e p50 {r50}   e2e p99 {r99}   e2e avg {ravg}   (latency: lower is better)")
     print()
     tpk = ""
     if "kafka" in targets:

@@ -205,6 +205,7 @@ type Server struct {
 	mu sync.Mutex
 	// addresses from the last start; a restart binds the same ones.
 	httpAddr, kafkaAddr, pulsarAddr string
+	addrs                           map[string]string // the last start's addr-file
 	cmd                             *exec.Cmd
 	exited                          chan struct{}
 	exitErr                         error
@@ -262,6 +263,24 @@ func (s *Server) boundOrEmpty(get func() string) string {
 		return ""
 	}
 	return a
+}
+
+// ListenerAddr is the bound address of a listener by its ID
+// ("kafka:SASL_SSL", "pulsar:internal:pulsar+ssl", "http:internal:https"),
+// or "" when the server has no such listener.
+func (s *Server) ListenerAddr(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[id]
+}
+
+func (s *Server) hasArg(flag string) bool {
+	for _, a := range s.opts.Args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // DataDir is the server's data directory (kept across restarts).
@@ -389,8 +408,14 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) error 
 
 func (s *Server) start() error {
 	s.mu.Lock()
-	args := []string{"serve", "--data-dir", s.dataDir, "--http-addr", s.httpAddr,
-		"--kafka-addr", s.kafkaAddr, "--pulsar-addr", s.pulsarAddr, "--log-level", "debug"}
+	args := []string{"serve", "--data-dir", s.dataDir, "--log-level", "debug"}
+	// A protocol configured with its listener list (--kafka-listeners, ...)
+	// in Args takes no single-address flag.
+	for _, a := range []struct{ flag, val string }{{"http", s.httpAddr}, {"kafka", s.kafkaAddr}, {"pulsar", s.pulsarAddr}} {
+		if !s.hasArg("--" + a.flag + "-listeners") {
+			args = append(args, "--"+a.flag+"-addr", a.val)
+		}
+	}
 	s.mu.Unlock()
 	addrFile := filepath.Join(filepath.Dir(s.logPath), fmt.Sprintf("addrs-%d.json", s.starts))
 	s.starts++
@@ -444,6 +469,7 @@ func (s *Server) start() error {
 		}
 	}
 	s.mu.Lock()
+	s.addrs = addrs
 	s.httpAddr = addrs["http"]
 	if a := addrs["kafka"]; a != "" {
 		s.kafkaAddr = a

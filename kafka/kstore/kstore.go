@@ -10,7 +10,9 @@
 //   - the append session of each partition (this broker's writer id; the
 //     session epoch is the Kafka partition leader epoch);
 //   - committed consumer-group offsets ("kafka/groups/...") and the producer
-//     id allocator ("kafka/producer-ids").
+//     id allocator ("kafka/producer-ids");
+//   - each partition's transaction index ("kafka/ptxn/...", txnindex.go):
+//     open transactions (the last stable offset) and aborted ranges.
 //
 // Kafka protocol state lives here, separate from stream truth: the stream
 // core never sees topic names or group ids as coordinates, and this package
@@ -106,6 +108,8 @@ type Store struct {
 	pidMu         sync.Mutex
 	pidNext, pidE int64
 
+	txns txnIndexes // per-partition transaction indexes (txnindex.go)
+
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 }
@@ -142,6 +146,7 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 func (s *Store) Close(ctx context.Context) error {
 	s.stopWatch()
 	<-s.watchDone
+	s.closeTxnIndexes(ctx)
 	s.mu.Lock()
 	topics := s.topics
 	s.topics = map[string]*Topic{}
