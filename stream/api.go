@@ -131,6 +131,13 @@ type Info struct {
 	EndOffset int64
 	// CommittedBytes is the cumulative payload size ever committed.
 	CommittedBytes int64
+	// RetainedBytes is the payload size of the readable range (at the
+	// granularity of the commits trim cut at).
+	RetainedBytes int64
+	// MaterializedThrough is the offset below which reads are served by
+	// published generations (read-optimized objects); offsets at and above
+	// it are read from the WAL.
+	MaterializedThrough int64
 	// Session is the current append session, if any.
 	Session SessionInfo
 }

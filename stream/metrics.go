@@ -53,7 +53,10 @@ type Stats struct {
 	MetadataRoundTrips, MetadataOps int64
 	Conflicts, UnknownOutcomes      int64
 	Reads, TailHits, WALReads       int64
-	OwnedStreams                    int
+	// GenerationReads counts parts read from generation objects;
+	// ReadRetries reads that resolved again after GC moved a source.
+	GenerationReads, ReadRetries int64
+	OwnedStreams                 int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
 	// CommitRoundBounds, last bucket unbounded).
@@ -74,6 +77,7 @@ func (c *Core) Stats() Stats {
 		MetadataRoundTrips: m.metaRoundTrips.Load(), MetadataOps: m.metaOps.Load(),
 		Conflicts: m.conflicts.Load(), UnknownOutcomes: m.unknownOutcomes.Load(),
 		Reads: m.reads.Load(), TailHits: m.tailHits.Load(), WALReads: m.walReads.Load(),
+		GenerationReads: m.genReads.Load(), ReadRetries: m.readRetries.Load(),
 		CommitRoundSeconds: float64(m.roundNanos.Load()) / 1e9,
 		CommitRoundBounds:  roundBucketBounds[:],
 	}
