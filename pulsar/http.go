@@ -28,6 +28,7 @@
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId
+//	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate  (seal; producers refused with TopicTerminatedError)
 //	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all            (clear-backlog)
 //	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{ms}    (reset-cursor --time)
 //	PUT    /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}
@@ -100,6 +101,7 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats", a.partitionedStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.listSubscriptions)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId", a.lastMessageID)
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate", a.terminate)
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all", a.skipAll)
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.resetCursorByTime)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.createSubscription)
@@ -540,6 +542,49 @@ func (a *httpAPI) lastMessageID(w http.ResponseWriter, r *http.Request) {
 		out["batchSize"] = id.GetBatchSize()
 	}
 	writeJSON(w, 200, out)
+}
+
+// terminate is pulsar-admin topics terminate: the topic's stream is sealed
+// (no more appends, reads continue), its producers are closed — they
+// reconnect and are refused with TopicTerminatedError — and the answer is
+// the last message id.
+func (a *httpAPI) terminate(w http.ResponseWriter, r *http.Request) {
+	n, ok := a.topicName(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, err := a.s.getTopic(ctx, n, false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t.appendMu.Lock()
+	err = t.ledger.Terminate(ctx)
+	if err == nil {
+		t.writerReady = false // the next producer re-prepares and meets the seal
+	}
+	t.appendMu.Unlock()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t.mu.Lock()
+	ps := make([]*producer, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		p.closeByBroker()
+	}
+	id, err := lastMessageID(ctx, t.ledger)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": n.PartitionIndex()})
 }
 
 // skipAll is pulsar-admin topics clear-backlog: everything published so

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // TestMetricsUsePulsarNames: a real `nereus serve` exposes the topic's
@@ -15,7 +17,7 @@ import (
 func TestMetricsUsePulsarNames(t *testing.T) {
 	b := startBroker(t, Config{})
 	if b.proc == nil {
-		t.Skip("needs a nereus serve process (its /metrics)")
+		testenv.SkipOrFail(t, "needs a nereus serve process (its /metrics), not an external or in-process broker")
 	}
 	c := b.client(t)
 	topic := newTopic("metrics")

@@ -40,5 +40,7 @@ package pulsar
 //     filters stale messages).
 //   - Schema compatibility strategies: schemas are versioned, never checked
 //     unless Config.EnforceSchema (then only the type is compared).
-//   - REACHED_END_OF_TOPIC / topic termination: pulsar-client-go does not
-//     handle the command, so it is never sent.
+//   - REACHED_END_OF_TOPIC: topics can be terminated (admin POST
+//     .../terminate seals the stream; producers get TopicTerminatedError),
+//     but consumers at the end are not told: pulsar-client-go v0.19 does not
+//     handle the command (it would close the connection), so it is never sent.

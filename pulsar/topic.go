@@ -103,6 +103,13 @@ func (t *topic) prepareWriter(ctx context.Context) error {
 	if t.writerReady {
 		return nil
 	}
+	info, err := t.ledger.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.State == stream.StateSealed {
+		return newError(pb.ServerError_TopicTerminatedError, "topic "+t.name.String()+" was terminated")
+	}
 	if err := t.ledger.AcquireWriter(ctx); err != nil {
 		return err
 	}

@@ -2,56 +2,56 @@ package stream
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
-// startBackground starts the core's periodic work, each on its own
-// goroutine so a slow pass of one (a large listing) never delays another
-// (session renewal):
+// startLifecycle arms the periodic lifecycle work, each kind one pass at a
+// time on its own asynchronous run (through the runtime seam, so the
+// simulator drives it on its clock):
 //
-//   - sessions and leases: renew held append sessions and reader leases;
-//   - materialization: plan the streams this process writes;
-//   - retention: trim owned streams (and plan idle ones' materialization);
+//   - materialization: plan the streams this process writes, and renew
+//     the durable reader leases this process holds;
 //   - GC: logical GC of owned and deleted streams, then physical GC.
-func (c *Core) startBackground() {
-	c.every(min(c.cfg.SessionTTL/3, time.Second), func(ctx context.Context) {
-		c.renewSessions()
+//
+// Retention runs from the maintenance tick (maintenance.go).
+func (c *Core) startLifecycle() {
+	var matRunning, gcRunning atomic.Bool
+	c.periodic(c.cfg.Lifecycle.Interval, &matRunning, func(ctx context.Context) {
+		c.scheduleMaterialization(ctx)
 		c.leases.renew(ctx)
 	})
-	c.every(c.cfg.Lifecycle.Interval, c.scheduleMaterialization)
-	c.every(c.cfg.RetentionInterval, func(ctx context.Context) {
-		if err := c.retentionPass(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("retention pass failed", "err", err)
-		}
-	})
 	if !c.cfg.Lifecycle.GCDisabled {
-		c.every(c.cfg.Lifecycle.GCInterval, func(ctx context.Context) {
-			if _, err := c.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
+		c.periodic(c.cfg.Lifecycle.GCInterval, &gcRunning, func(ctx context.Context) {
+			if _, err := c.CollectGarbage(ctx); err != nil && c.ctx.Err() == nil {
 				c.log.Warn("gc pass failed", "err", err)
 			}
 		})
 	}
 }
 
-// every runs fn every d until the core closes; a pass is bounded by a
-// deadline of a few intervals so a hung store cannot stall it forever.
-func (c *Core) every(d time.Duration, fn func(context.Context)) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
-			fn(ctx)
-			cancel()
+// periodic runs fn every d until the core closes, skipping a tick while
+// the previous pass still runs; a pass is bounded by a deadline of a few
+// intervals so a hung store cannot stall it forever.
+func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.Context)) {
+	var loop func()
+	loop = func() {
+		if c.ctx.Err() != nil {
+			return
 		}
-	}()
+		if running.CompareAndSwap(false, true) {
+			c.background.Add(1)
+			c.rt.goFunc(func() {
+				defer c.background.Done()
+				defer running.Store(false)
+				ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
+				defer cancel()
+				fn(ctx)
+			})
+		}
+		c.rt.afterFunc(d, loop)
+	}
+	c.rt.afterFunc(d, loop)
 }
 
 // retentionPass enforces retention on every owned stream and plans the

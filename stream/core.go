@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
@@ -45,7 +46,7 @@ type Config struct {
 	// this process owns (default 10s).
 	RetentionInterval time.Duration
 	// ObjectStore holds generation objects. Without it streams are never
-	// materialized and BOOKKEEPER_WAL_SYNC_OBJECT streams cannot be created.
+	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
 	ObjectStore objectstore.ObjectStore
 	// Lifecycle configures materialization, reader protection and GC.
 	Lifecycle LifecycleConfig
@@ -55,6 +56,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
+
+	// runtime replaces the goroutines, timers and clock of the driver (the
+	// simulator's seam; nil: the real runtime over Now).
+	runtime runtime
 }
 
 func (c *Config) withDefaults() error {
@@ -87,6 +92,9 @@ func (c *Config) withDefaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.runtime == nil {
+		c.runtime = realRuntime{clock: c.Now}
+	}
 	return nil
 }
 
@@ -96,6 +104,7 @@ func (c *Config) withDefaults() error {
 type Core struct {
 	cfg         Config
 	meta        metadata.Store
+	rt          runtime
 	incarnation string
 	log         *slog.Logger
 
@@ -104,7 +113,6 @@ type Core struct {
 	closed bool
 
 	committer *committer
-	tail      *tailCache
 	slots     slotTable
 	leases    *leaseTable
 	gens      *genReader // nil without Config.ObjectStore
@@ -112,12 +120,18 @@ type Core struct {
 	gc        gcState
 	guards    retentionGuards
 	lc        lcMetrics
+	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
 
+	// lastRetention and retentionRunning belong to the maintenance tick;
+	// background counts its asynchronous work (retention passes).
+	lastRetention    time.Time
+	retentionRunning atomic.Bool
+	background       sync.WaitGroup
+
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 var _ Storage = (*Core)(nil)
@@ -130,10 +144,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 		return nil, err
 	}
 	var inc [8]byte
-	_, _ = rand.Read(inc[:])
+	binary.LittleEndian.PutUint64(inc[:], cfg.runtime.random())
 	c := &Core{
 		cfg:         cfg,
 		meta:        cfg.Metadata,
+		rt:          cfg.runtime,
 		incarnation: hex.EncodeToString(inc[:]),
 		log:         cfg.Logger,
 		owners:      map[ID]*owner{},
@@ -153,9 +168,8 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)
 		}
 	}
-	c.wg.Add(1)
-	go func() { defer c.wg.Done(); c.committer.run(c.ctx) }()
-	c.startBackground()
+	c.startMaintenance()
+	c.startLifecycle()
 	return c, nil
 }
 
@@ -240,7 +254,9 @@ func (c *Core) Close() error {
 		o.drain(ctx)
 	}
 	c.cancel()
-	c.wg.Wait()
+	c.committer.stop()
+	c.committer.failAll()
+	c.background.Wait()
 	c.watch.stop()
 	var errs []error
 	for _, p := range c.providers() {
@@ -263,4 +279,6 @@ func randomUint64() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-func (c *Core) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+func (c *Core) random() uint64 { return c.rt.random() }
+
+func (c *Core) nowMs() int64 { return c.rt.now().UnixMilli() }

@@ -227,7 +227,7 @@ type gcState struct {
 }
 
 func (c *Core) audit(kind, unit string, bytes int64, reason string) {
-	ev := GCEvent{Time: c.cfg.Now(), Kind: kind, Unit: unit, Bytes: bytes, Reason: reason, DryRun: c.cfg.Lifecycle.GCDryRun}
+	ev := GCEvent{Time: c.rt.now(), Kind: kind, Unit: unit, Bytes: bytes, Reason: reason, DryRun: c.cfg.Lifecycle.GCDryRun}
 	verb := "gc deleted"
 	if ev.DryRun {
 		verb = "gc would delete (dry run)"
@@ -257,7 +257,7 @@ func (c *Core) GCStatus() GCStatus {
 // owns, then of deleted streams, then each WAL provider's physical GC. It
 // runs every GCInterval; tests and admin tools may call it directly.
 func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
-	start := c.cfg.Now()
+	start := c.rt.now()
 	var pend gcPending
 	var errs []error
 	c.lc.gcPasses.Add(1)
@@ -271,7 +271,7 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	if err := c.collectDeleted(ctx, &pend, passN); err != nil {
 		errs = append(errs, fmt.Errorf("deleted streams: %w", err))
 	}
-	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.cfg.Now()}
+	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.rt.now()}
 	for _, p := range c.providers() {
 		r, ok := p.(provider.Reclaimer)
 		if !ok {
@@ -310,7 +310,7 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	c.lc.pendingUnits.Store(int64(pend.count))
 	c.lc.pendingBytes.Store(pend.bytes)
 	c.gc.mu.Lock()
-	c.gc.status.LastPass, c.gc.status.Duration = start, c.cfg.Now().Sub(start)
+	c.gc.status.LastPass, c.gc.status.Duration = start, c.rt.now().Sub(start)
 	c.gc.status.Pending, c.gc.status.PendingCount, c.gc.status.PendingBytes = pend.shown, pend.count, pend.bytes
 	c.gc.mu.Unlock()
 	return c.GCStatus(), err
@@ -776,7 +776,7 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
 	grace := c.cfg.Lifecycle.GCGrace
 	for _, info := range orphans {
-		if age := c.cfg.Now().Sub(info.ModTime); age < grace {
+		if age := c.rt.now().Sub(info.ModTime); age < grace {
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
 			c.markOrphanSweep(h.ID)
 			continue

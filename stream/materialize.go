@@ -72,14 +72,14 @@ func (m *materializer) urge(id ID) {
 	m.mu.Lock()
 	m.urgent[id] = true
 	m.mu.Unlock()
-	m.c.wg.Add(1)
-	go func() {
-		defer m.c.wg.Done()
+	m.c.background.Add(1)
+	m.c.rt.goFunc(func() {
+		defer m.c.background.Done()
 		h, _, err := m.c.readHeadView(m.c.ctx, id)
 		if err == nil {
 			m.consider(h)
 		}
-	}()
+	})
 }
 
 // genPlan is the pure scheduling decision for one stream.
@@ -134,7 +134,7 @@ func (m *materializer) consider(h *head) genPlan {
 	}
 	m.mu.Lock()
 	urgent := m.urgent[h.ID]
-	plan := planGeneration(h, m.c.cfg.Lifecycle, m.c.cfg.Now(), urgent, m.firstSeen[h.ID], m.frontierAt[h.ID])
+	plan := planGeneration(h, m.c.cfg.Lifecycle, m.c.rt.now(), urgent, m.firstSeen[h.ID], m.frontierAt[h.ID])
 	if plan.FirstSeen.IsZero() {
 		delete(m.firstSeen, h.ID)
 		delete(m.frontierAt, h.ID)
@@ -148,9 +148,9 @@ func (m *materializer) consider(h *head) genPlan {
 	m.running[h.ID] = true
 	delete(m.urgent, h.ID)
 	m.mu.Unlock()
-	m.c.wg.Add(1)
-	go func() {
-		defer m.c.wg.Done()
+	m.c.background.Add(1)
+	m.c.rt.goFunc(func() {
+		defer m.c.background.Done()
 		ctx := m.c.ctx // the task outlives the pass that planned it
 		select {
 		case m.sem <- struct{}{}:
@@ -165,7 +165,7 @@ func (m *materializer) consider(h *head) genPlan {
 			m.c.lc.materializeFailures.Add(1)
 			m.c.log.Warn("materialization failed", "stream", h.ID, "name", h.Name, "err", err)
 		}
-	}()
+	})
 	return plan
 }
 
@@ -200,7 +200,7 @@ func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.GCGrace*2/3
 // build materializes the next range of stream id and publishes it.
 func (m *materializer) build(ctx context.Context, id ID) error {
 	c := m.c
-	start := time.Now()
+	start := c.rt.now()
 	h, _, err := c.readHeadView(ctx, id)
 	if err != nil {
 		return err
@@ -279,7 +279,7 @@ func (m *materializer) build(ctx context.Context, id ID) error {
 	}
 	c.lc.materialized.Add(1)
 	c.lc.materializedBytes.Add(d.Bytes)
-	c.lc.materializeNanos.Add(int64(time.Since(start)))
+	c.lc.materializeNanos.Add(int64(c.rt.now().Sub(start)))
 	c.log.Debug("generation published", "stream", id, "generation", gen, "start", d.Start, "end", d.End, "bytes", info.Size)
 	return nil
 }
@@ -380,7 +380,7 @@ func (c *Core) putGeneration(ctx context.Context, key string, obj []byte, info g
 			return nil
 		case objectstore.NotApplied:
 			if errors.Is(err, objectstore.ErrConflict) && attempt < 5 {
-				if err := sleepCtx(ctx, unknownBackoff); err != nil {
+				if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 					return err
 				}
 				continue
@@ -398,7 +398,7 @@ func (c *Core) putGeneration(ctx context.Context, key string, obj []byte, info g
 			}
 			return fmt.Errorf("%w: generation object %s does not match what was written", ErrCorrupt, key)
 		case errors.Is(gerr, objectstore.ErrNotFound) && attempt < 5:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return err
 			}
 			continue
@@ -461,7 +461,7 @@ func (c *Core) scheduleMaterialization(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	var lag, oldest int64
-	now := c.cfg.Now()
+	now := c.rt.now()
 	for _, o := range owners {
 		h, _ := o.committed()
 		p := c.mat.consider(h)

@@ -201,7 +201,7 @@ func (t *leaseTable) ensure(ctx context.Context, id ID, purpose string, from, ge
 		hl = &heldLease{key: key, id: id, rec: leaseRecord{Holder: holder, protection: protection{From: from, Gen: gen}}}
 		t.m[key] = hl
 	}
-	hl.lastUse = t.c.cfg.Now()
+	hl.lastUse = t.c.rt.now()
 	t.mu.Unlock()
 
 	hl.writing.Lock()
@@ -237,7 +237,7 @@ func (t *leaseTable) write(ctx context.Context, hl *heldLease, rec leaseRecord) 
 			return nil
 		case metadata.Unknown:
 			if attempt < 3 {
-				if err := sleepCtx(ctx, unknownBackoff); err != nil {
+				if err := t.c.rt.sleep(ctx, unknownBackoff); err != nil {
 					return err
 				}
 				continue
@@ -258,7 +258,7 @@ func (t *leaseTable) renew(ctx context.Context) {
 		all = append(all, hl)
 	}
 	t.mu.Unlock()
-	now := t.c.cfg.Now()
+	now := t.c.rt.now()
 	ttl := t.c.cfg.Lifecycle.LeaseTTL
 	for _, hl := range all {
 		t.mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // TestCheckRepoScript runs scripts/check-repo.sh (the CI repo-hygiene step)
@@ -14,7 +16,7 @@ import (
 // kind of allowed file, so the check is known to refuse what it claims to.
 func TestCheckRepoScript(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		testenv.SkipOrFail(t, "git not installed")
 	}
 	script := filepath.Join(moduleRoot(t), "scripts", "check-repo.sh")
 	dir := t.TempDir()

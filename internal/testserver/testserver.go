@@ -6,7 +6,9 @@
 //
 // It owns only process management. It must never reach into the server's
 // internals (it talks to the process over its ports like a user), and it
-// signals only the processes it started, by pid.
+// signals only the processes it started, by pid. Every server it starts
+// gets a parent-death signal (testenv.ChildProcAttr): it is SIGKILLed by
+// the kernel when the test binary dies, even without cleanups.
 //
 // The binary is built with -race when the test binary is (override with
 // NEREUS_TESTSERVER_RACE=0 or 1) into <module>/.cache/testserver/, so
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // Timeouts. Generous: the machine is shared and the binary may be
@@ -174,10 +177,8 @@ func (s *Server) fatalf(format string, args ...any) {
 	if s.tb == nil {
 		panic(fmt.Sprintf(format, args...))
 	}
-	if s.tb != nil {
-		s.tb.Helper()
-	}
-	s.fatalf(format, args...)
+	s.tb.Helper()
+	s.tb.Fatalf(format, args...)
 }
 
 // Options configures Start.
@@ -429,6 +430,8 @@ func (s *Server) start() error {
 	fmt.Fprintf(logf, "=== testserver: start #%d: %s %s\n", s.starts, s.bin, strings.Join(args, " "))
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// The server dies with the test binary, however that ends.
+	cmd.SysProcAttr = testenv.ChildProcAttr()
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "NEREUS_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 )
 
@@ -73,10 +74,7 @@ func requireBK(t *testing.T) {
 	if withBK {
 		return
 	}
-	if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-		t.Fatalf("BookKeeper needed: %s", bkReason)
-	}
-	t.Skipf("BookKeeper part skipped: %s", bkReason)
+	testenv.SkipOrFail(t, "BookKeeper needed: %s", bkReason)
 }
 
 func adminClient() (*adminapi.Client, error) { return adminapi.NewClient(srv.URL(), nil) }
