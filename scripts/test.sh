@@ -100,6 +100,14 @@ install_tools() {
 			echo "warning: kcat is not installed and apt-get is not usable; tests needing it will report it"
 		fi
 	fi
+	# Debian's Chromium for the web console test (server/opstest).
+	if ! command -v chromium >/dev/null 2>&1; then
+		if apt_install chromium; then
+			echo "installed chromium"
+		else
+			echo "warning: chromium is not installed and apt-get is not usable; the console test will report it"
+		fi
+	fi
 	# Build the pinned tools once up front so their compile time is not
 	# charged to the checks below.
 	(cd "$ROOT/tools" && go build -o /dev/null \

@@ -135,6 +135,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.api.routes(mux)
+	s.consoleRoutes(mux)
 
 	specs, err := cfg.ListenerSpecs()
 	if err != nil {
