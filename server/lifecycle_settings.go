@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nereusstream/nereus-go/stream"
@@ -65,19 +64,6 @@ func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
 	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
 		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
 		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL}
-}
-
-func boolSetting(key, usage string, p func(*Config) *bool) setting {
-	return setting{key: key, usage: usage, boolean: true,
-		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
-		set: func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return err
-			}
-			*p(c) = b
-			return nil
-		}}
 }
 
 var lifecycleSettings = []setting{

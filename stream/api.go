@@ -131,8 +131,9 @@ type Info struct {
 	EndOffset int64
 	// CommittedBytes is the cumulative payload size ever committed.
 	CommittedBytes int64
-	// RetainedBytes is the payload size of the readable range (at the
-	// granularity of the commits trim cut at).
+	// RetainedBytes is the payload size of [StartOffset, EndOffset) at the
+	// granularity of trimmed runs (a run partly before the start counts
+	// whole), i.e. what the stream occupies for its readers.
 	RetainedBytes int64
 	// MaterializedThrough is the offset below which reads are served by
 	// published generations (read-optimized objects); offsets at and above

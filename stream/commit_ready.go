@@ -38,7 +38,7 @@ type commitReady struct {
 	mutDone       []*mutationOp
 	probe         *indexProbe
 	kick          bool
-	materialize   bool // appends wait for a generation: urge the materializer
+	materialize   bool  // appends wait for a generation: urge the materializer
 	wakeAtMs      int64 // 0: no timer wanted
 	drop          bool
 	counters      machineCounters

@@ -240,16 +240,24 @@ func dropBacklogCache(b *testing.B) {
 // "fsstore" reads the objects from the page cache, "fsstore-cold" drops
 // their cached pages before each pass (the device is read), "memstore"
 // isolates this package plus the allocation of each fetched span from any
-// syscall. Compare with BenchmarkSequentialFile.
+// syscall; "-readahead" variants prefetch the next span (4 MiB budget).
+// Compare with BenchmarkSequentialFile.
 func BenchmarkCatchUp(b *testing.B) {
 	setupBacklog(b)
 	mem := memstoreOf(b)
 	for _, c := range []struct {
-		name  string
-		store objectstore.ObjectStore
-		cold  bool
-	}{{"fsstore", bench.store, false}, {"fsstore-cold", bench.store, true}, {"memstore", mem, false}} {
-		b.Run(c.name, func(b *testing.B) { catchUpBench(b, c.store, c.cold) })
+		name      string
+		store     objectstore.ObjectStore
+		cold      bool
+		readAhead int64
+	}{
+		{"fsstore", bench.store, false, 0},
+		{"fsstore-readahead", bench.store, false, 4 << 20},
+		{"fsstore-cold", bench.store, true, 0},
+		{"fsstore-cold-readahead", bench.store, true, 4 << 20},
+		{"memstore", mem, false, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) { catchUpBench(b, c.store, c.cold, c.readAhead) })
 	}
 	// The same ranged GETs without this package: the store's share.
 	b.Run("fsstore-getrange-only", func(b *testing.B) {
@@ -291,7 +299,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	})
 }
 
-func catchUpBench(b *testing.B, store objectstore.ObjectStore, cold bool) {
+func catchUpBench(b *testing.B, store objectstore.ObjectStore, cold bool, readAhead int64) {
 	b.SetBytes(bench.payload)
 	b.ReportAllocs()
 	ctx := context.Background()
@@ -305,6 +313,7 @@ func catchUpBench(b *testing.B, store objectstore.ObjectStore, cold bool) {
 		}
 		cpu0 := cpuTime()
 		r := NewReader(store, 64<<20)
+		r.SetReadAhead(readAhead)
 		for _, o := range bench.objs {
 			for from := o.info.Start; from < o.info.End; {
 				es, err := r.Read(ctx, o.key, o.info, from, benchReadBytes)

@@ -14,7 +14,9 @@ import (
 // Reader reads generation objects from an object store, keeping parsed
 // footers in a bounded LRU cache so that a read costs one ranged GET once an
 // object's footer is cached (a footer GET and a data GET before). Concurrent
-// misses on one key share one footer GET. Safe for concurrent use.
+// misses on one key share one footer GET. With SetReadAhead, sequential
+// readers find their next span already fetched (readahead.go). Safe for
+// concurrent use.
 type Reader struct {
 	store    objectstore.ObjectStore
 	capacity int64
@@ -25,7 +27,13 @@ type Reader struct {
 	items   map[string]*list.Element // key -> element in lru
 	loading map[string]*footerLoad
 
-	hits, misses atomic.Int64
+	// Read-ahead (readahead.go).
+	aheadBudget, aheadBytes int64
+	ahead                   map[aheadKey]*prefetch
+	aheadLRU                *list.List // of *prefetch, newest first
+
+	hits, misses            atomic.Int64
+	aheadStarted, aheadHits atomic.Int64
 }
 
 type cacheItem struct {
@@ -49,6 +57,10 @@ type ReaderStats struct {
 	// Footers and Bytes are what the cache holds now.
 	Footers int
 	Bytes   int64
+	// ReadAheads counts prefetches started, ReadAheadHits those a Read
+	// used, ReadAheadBytes the bytes prefetched and not yet claimed.
+	ReadAheads, ReadAheadHits int64
+	ReadAheadBytes            int64
 }
 
 // NewReader returns a Reader over store whose footer cache holds at most
@@ -62,6 +74,8 @@ func NewReader(store objectstore.ObjectStore, cacheBytes int64) *Reader {
 		lru:      list.New(),
 		items:    make(map[string]*list.Element),
 		loading:  make(map[string]*footerLoad),
+		ahead:    make(map[aheadKey]*prefetch),
+		aheadLRU: list.New(),
 	}
 }
 
@@ -86,18 +100,34 @@ func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, ma
 	if err != nil {
 		return nil, err
 	}
-	raw, err := r.store.GetRange(ctx, key, off, n)
+	raw, ok, err := r.takeAhead(ctx, key, info, off, n)
 	if err != nil {
-		err = readStoreError(key, err)
-		if isNotFound(err) {
-			r.Forget(key)
-		}
 		return nil, err
+	}
+	if !ok {
+		raw, err = r.store.GetRange(ctx, key, off, n)
+		if err != nil {
+			err = readStoreError(key, err)
+			if isNotFound(err) {
+				r.Forget(key)
+			}
+			return nil, err
+		}
 	}
 	if int64(len(raw)) != n {
 		return nil, corrupt(fmt.Sprintf("%s: read %d bytes at %d, the footer says %d (truncated object)", key, len(raw), off, n))
 	}
-	return DecodeSpan(f, raw, off, from)
+	entries, err := DecodeSpan(f, raw, off, from)
+	if err == nil && len(entries) > 0 && r.readAheadOn() {
+		r.startAhead(ctx, key, f, entries[len(entries)-1].End(), maxBytes)
+	}
+	return entries, err
+}
+
+func (r *Reader) readAheadOn() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aheadBudget > 0
 }
 
 // Footer returns the verified footer of the object at key, from the cache or
@@ -178,6 +208,7 @@ func (r *Reader) fetchFooter(ctx context.Context, key string, info Info) (*Foote
 func (r *Reader) Forget(key string) {
 	r.mu.Lock()
 	r.removeLocked(key)
+	r.forgetAheadLocked(key)
 	r.mu.Unlock()
 }
 
@@ -185,7 +216,8 @@ func (r *Reader) Forget(key string) {
 func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReaderStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Footers: len(r.items), Bytes: r.used}
+	return ReaderStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Footers: len(r.items), Bytes: r.used,
+		ReadAheads: r.aheadStarted.Load(), ReadAheadHits: r.aheadHits.Load(), ReadAheadBytes: r.aheadBytes}
 }
 
 func (r *Reader) insertLocked(key string, f *Footer) {
