@@ -891,9 +891,11 @@ func TestSimulation(t *testing.T) {
 // testing what it claims.
 func TestSimulationCatchesPlantedBugs(t *testing.T) {
 	if *simSeed != 0 {
+		// skip-ok: replaying one seed is a debugging mode, not an environment gap
 		t.Skip("replaying one seed")
 	}
 	if raceEnabled && *simBudget == 0 {
+		// skip-ok: scripts/test.sh runs the mutation check without -race in its simulation step
 		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
 	}
 	defer func() { plantedBug = bugNone }()
