@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,6 +47,9 @@ type conn struct {
 	queue  chan *slot
 
 	closeOnce sync.Once
+	// throttledUntil (unix nanos) pauses reading while a quota throttles
+	// the client (quota.go).
+	throttledUntil atomic.Int64
 }
 
 // slot is one response position in the connection's output order.
@@ -109,6 +113,7 @@ func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
+		c.waitThrottle()
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
 				return nil

@@ -172,6 +172,7 @@ type Server struct {
 	store  *kstore.Store
 	groups *kgroup.Coordinator
 	txns   *ktxn.Coordinator
+	quotas *quotaManager
 	stats  Stats
 
 	advHost string
@@ -208,6 +209,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
 	}
+	s.quotas = newQuotaManager(st, cfg.Now)
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
 	// Load transactions and finish any whose outcome was decided before a
@@ -215,6 +217,11 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		return nil, err
+	}
+	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.txns.Close()
 		_ = st.Close(sctx)
 		return nil, err
 	}

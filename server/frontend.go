@@ -141,6 +141,9 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 	srv, err := kafka.NewServer(kafka.Config{
 		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
+		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
+		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
+		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

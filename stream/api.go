@@ -131,6 +131,10 @@ type Info struct {
 	EndOffset int64
 	// CommittedBytes is the cumulative payload size ever committed.
 	CommittedBytes int64
+	// RetainedBytes is the payload size of [StartOffset, EndOffset) at the
+	// granularity of trimmed runs (a run partly before the start counts
+	// whole), i.e. what the stream occupies for its readers.
+	RetainedBytes int64
 	// Session is the current append session, if any.
 	Session SessionInfo
 }

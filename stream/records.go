@@ -328,7 +328,7 @@ func (h *head) info() Info {
 	}
 	return Info{ID: h.ID, Name: h.Name, Profile: h.Profile, State: h.State, Attributes: attrs, Retention: h.Retention,
 		CreatedAt: time.UnixMilli(h.CreatedMs), StartOffset: h.Start, EndOffset: h.End, CommittedBytes: h.CommittedBytes,
-		Session: si}
+		RetainedBytes: max(h.CommittedBytes-h.StartBytes, 0), Session: si}
 }
 
 func (h *head) encode() []byte {
