@@ -272,3 +272,18 @@ func (c *Client) DeleteKafkaScram(ctx context.Context, user, mechanism string) e
 	}
 	return c.do(ctx, http.MethodDelete, "/v1/kafka/scram-users/"+url.PathEscape(user), q, nil, nil)
 }
+
+// GCStatus returns the answering node's last GC pass, what it keeps and
+// why, and its recent deletions.
+func (c *Client) GCStatus(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodGet, "/v1/gc", nil, nil, &st)
+	return st, err
+}
+
+// RunGC runs one GC pass on the answering node now and returns its report.
+func (c *Client) RunGC(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodPost, "/v1/gc/run", nil, nil, &st)
+	return st, err
+}

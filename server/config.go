@@ -125,6 +125,9 @@ type Config struct {
 	Tuning
 	// Security is authentication and authorization (security.go).
 	Security
+	// Lifecycle holds the materialization, retention-protection and GC
+	// settings (lifecycle_settings.go).
+	Lifecycle LifecycleSettings
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -145,6 +148,7 @@ func DefaultConfig() Config {
 		BackendTimeout:  15 * time.Second,
 		Tuning:          DefaultTuning(),
 		Security:        defaultSecurity(),
+		Lifecycle:       DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -206,6 +210,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
 	errs = append(errs, c.Security.validate()...)
+	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)
 }
 
