@@ -250,3 +250,18 @@ func (c *Client) Seal(ctx context.Context, name string) (StreamInfo, error) {
 func (c *Client) DeleteStream(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, c.streamPath(name, ""), nil, nil, nil)
 }
+
+// GCStatus returns the answering node's last GC pass, what it keeps and
+// why, and its recent deletions.
+func (c *Client) GCStatus(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodGet, "/v1/gc", nil, nil, &st)
+	return st, err
+}
+
+// RunGC runs one GC pass on the answering node now and returns its report.
+func (c *Client) RunGC(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodPost, "/v1/gc/run", nil, nil, &st)
+	return st, err
+}

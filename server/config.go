@@ -123,6 +123,9 @@ type Config struct {
 	AddrFile string
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
+	// Lifecycle holds the materialization, retention-protection and GC
+	// settings (lifecycle_settings.go).
+	Lifecycle LifecycleSettings
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -142,6 +145,7 @@ func DefaultConfig() Config {
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
 		Tuning:          DefaultTuning(),
+		Lifecycle:       DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -202,6 +206,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)
 }
 

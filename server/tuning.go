@@ -26,7 +26,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// (default 30s).
+	// on the streams this node owns (default 10s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -88,7 +88,7 @@ type Tuning struct {
 func DefaultTuning() Tuning {
 	return Tuning{
 		SessionTTL:                  30 * time.Second,
-		RetentionInterval:           30 * time.Second,
+		RetentionInterval:           10 * time.Second,
 		TailCacheBytes:              64 << 20,
 		MaxPendingRuns:              256,
 		ObjectWALUploadConcurrency:  4,

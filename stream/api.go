@@ -135,6 +135,10 @@ type Info struct {
 	// granularity of trimmed runs (a run partly before the start counts
 	// whole), i.e. what the stream occupies for its readers.
 	RetainedBytes int64
+	// MaterializedThrough is the offset below which reads are served by
+	// published generations (read-optimized objects); offsets at and above
+	// it are read from the WAL.
+	MaterializedThrough int64
 	// Session is the current append session, if any.
 	Session SessionInfo
 }
