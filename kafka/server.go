@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/kafka/kacl"
 	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
@@ -175,14 +176,18 @@ func (st *Stats) RequestsByKey() map[int16][2]int64 {
 
 // Server is a Kafka protocol server over Nereus streams.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *kstore.Store
-	auth   *kauth.Store
-	groups *kgroup.Coordinator
-	txns   *ktxn.Coordinator
-	quotas *quotaManager
-	stats  Stats
+	cfg   Config
+	log   *slog.Logger
+	store *kstore.Store
+	auth  *kauth.Store
+	// authz and acls are nil without Security.Authorizer.
+	authz     *kacl.Authorizer
+	acls      *kauth.ACLs
+	stopWatch context.CancelFunc
+	groups    *kgroup.Coordinator
+	txns      *ktxn.Coordinator
+	quotas    *quotaManager
+	stats     Stats
 
 	advHost string
 	advPort int32
@@ -234,6 +239,21 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		s.txns.Close()
 		_ = st.Close(sctx)
 		return nil, err
+	}
+	if cfg.Security.Authorizer {
+		s.authz = kacl.New(kacl.Config{SuperUsers: cfg.Security.SuperUsers, AllowIfNoACL: cfg.Security.AllowEveryoneIfNoACL})
+		s.acls = s.auth.NewACLs(s.authz, cfg.Logger)
+		// The ACL set is loaded before the first request is authorized;
+		// a store that cannot answer fails start-up (serving with an
+		// empty set would deny or allow on no evidence).
+		if err := s.acls.Load(sctx); err != nil {
+			s.txns.Close()
+			_ = st.Close(sctx)
+			return nil, fmt.Errorf("nereus/kafka: loading ACLs: %w", err)
+		}
+		wctx, wcancel := context.WithCancel(context.Background())
+		s.stopWatch = wcancel
+		go s.acls.Watch(wctx)
 	}
 	return s, nil
 }
@@ -308,6 +328,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing {
 		s.closing = true
 		close(s.stopping)
+		if s.stopWatch != nil {
+			s.stopWatch()
+		}
 	}
 	for ln := range s.listeners {
 		_ = ln.Close()
