@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/metadata"
@@ -60,6 +61,11 @@ type Deps struct {
 	// HTTPAddr is the admin HTTP listener's bound address (for front ends
 	// that hand out HTTP URLs, e.g. Pulsar lookups), when known.
 	HTTPAddr net.Addr
+	// Cluster is this node's cluster membership: who the other brokers
+	// are, who owns which stream or coordinator, and the append sessions of
+	// owned streams (front ends take them only through Cluster.Writer).
+	// One node alone is a cluster of one.
+	Cluster *cluster.Node
 }
 
 // FrontendSpec describes one front end to host.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -63,6 +64,7 @@ type Server struct {
 	logger  *slog.Logger
 	nodeID  string
 	storage openedStorage
+	cluster *cluster.Node
 	reg     *prometheus.Registry
 	metrics *metrics
 	api     *api
@@ -124,8 +126,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if s.storage.ObjectStoreInfo != nil && s.storage.MetadataInfo != nil {
 		s.metrics.backends.WithLabelValues(s.storage.ObjectStoreInfo.Kind, s.storage.MetadataInfo.Kind).Set(1)
 	}
-	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain,
-		sessions: map[stream.ID]stream.Session{}}
+	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
@@ -140,6 +141,11 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if err != nil {
 		return nil, fmt.Errorf("admin HTTP listener on %s: %w", cfg.HTTPAddr, err)
 	}
+	type boundFrontend struct {
+		spec FrontendSpec
+		l    net.Listener
+	}
+	var bound []boundFrontend
 	for _, spec := range o.frontends {
 		if spec.Addr == "" {
 			logger.Info("front end disabled (empty address)", "frontend", spec.Name)
@@ -147,12 +153,40 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		}
 		l, err := net.Listen("tcp", spec.Addr)
 		if err != nil {
+			for _, b := range bound {
+				b.l.Close()
+			}
 			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
 		}
+		bound = append(bound, boundFrontend{spec, l})
+	}
+	// Every listener is bound, so the addresses the registry advertises
+	// are known. Joining before the front ends are built lets them ask
+	// the cluster who owns what from their first request.
+	addrs := map[string]net.Addr{"http": s.httpListener.Addr()}
+	for _, b := range bound {
+		addrs[b.spec.Name] = b.l.Addr()
+	}
+	if s.cluster, err = joinCluster(cfg, nodeID, s.storage, s.storage.Metadata, addrs, logger); err != nil {
+		for _, b := range bound {
+			b.l.Close()
+		}
+		return nil, fmt.Errorf("joining the cluster: %w", err)
+	}
+	if err := s.reg.Register(newClusterCollector(s.cluster)); err != nil {
+		logger.Warn("cluster metrics not registered", "err", err)
+	}
+	s.api.cluster = s.cluster
+	mux.HandleFunc("GET /v1/cluster", s.clusterStatus)
+	for i, b := range bound {
+		spec, l := b.spec, b.l
 		fe, err := spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
-			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr(), HTTPAddr: s.httpListener.Addr()})
+			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr(), HTTPAddr: s.httpListener.Addr(),
+			Cluster: s.cluster})
 		if err != nil {
-			l.Close()
+			for _, rest := range bound[i:] {
+				rest.l.Close()
+			}
 			return nil, fmt.Errorf("%s front end: %w", spec.Name, err)
 		}
 		if h, ok := fe.(HTTPFrontend); ok {
@@ -278,6 +312,9 @@ func (s *Server) abort() {
 	if s.httpListener != nil {
 		s.httpListener.Close()
 	}
+	if s.cluster != nil {
+		_ = s.cluster.Close()
+	}
 	if s.storage.Closer != nil {
 		s.storage.Close()
 	}
@@ -298,6 +335,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.metrics.draining.Set(1)
 	close(s.drain)
+
+	// Hand every owned stream and coordinator over while the front ends
+	// still answer: their clients get NOT_LEADER / a redirect to the new
+	// owner instead of a dead connection. Bounded by half the drain time
+	// so in-flight requests still get the rest.
+	leaveCtx, leaveCancel := context.WithTimeout(ctx, time.Until(halfway(ctx)))
+	if err := s.cluster.Leave(leaveCtx); err != nil {
+		s.logger.Warn("not every stream was handed over; the rest move when this node's session ends", "err", err)
+	}
+	leaveCancel()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -328,11 +375,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}()
 	wg.Wait()
 
-	// In-flight REST requests are done (or cut); release their sessions so
-	// another owner need not wait for the TTL.
+	// In-flight requests are done (or cut); release what is still held
+	// (appends that arrived during the drain) so another owner need not
+	// wait for a TTL, then deregister (ending the registry session) before
+	// storage closes.
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	s.api.releaseAll(relCtx)
+	if err := s.cluster.Leave(relCtx); err != nil {
+		s.logger.Warn("releasing append sessions failed", "err", err)
+	}
 	cancel()
+	_ = s.cluster.Close()
 
 	if s.storage.Closer != nil {
 		if err := s.storage.Close(); err != nil {
@@ -346,6 +398,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 		s.logger.Info("shutdown complete", "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return err
+}
+
+// halfway is the point halfway between now and ctx's deadline (30s from
+// now without one).
+func halfway(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(30 * time.Second)
+	}
+	return time.Now().Add(time.Until(d) / 2)
 }
 
 func deadlineString(ctx context.Context) string {
