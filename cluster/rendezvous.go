@@ -65,3 +65,14 @@ func pick(key string, brokers []Broker, exclude string) int {
 	}
 	return best
 }
+
+// Pick returns key's rendezvous choice among the active brokers of bs (ok
+// false: none active). Front ends use it to spread work over a subset
+// deterministically, e.g. the brokers of one rack.
+func Pick(key string, bs []Broker) (Broker, bool) {
+	i := pick(key, bs, "")
+	if i < 0 {
+		return Broker{}, false
+	}
+	return bs[i], true
+}

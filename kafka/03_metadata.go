@@ -3,14 +3,20 @@ package kafka
 // Metadata: v0-12
 //
 // Behavior:
-//   - One broker: this node, at the advertised host:port. It is also the
-//     controller (controller_id), so admin requests that clients route to
-//     the controller (Java Admin, kgo/kadm) come here. cluster_id is the
-//     configured stable id.
-//   - Each partition's leader is this node; its leader_epoch is this
-//     broker's append-session epoch on the partition stream (acquired on
-//     first use). replicas = isr = [this node]: Nereus durability comes from
-//     the storage profile, not from Kafka replicas.
+//   - Brokers: every broker registered in the cluster (this node's view),
+//     each with its own Kafka broker id, advertised host:port and rack.
+//     The controller (controller_id) is the active broker with the lowest
+//     id; any broker serves admin requests (topic metadata is in the shared
+//     metadata store). cluster_id is the configured stable id.
+//   - Each partition's leader is the broker that owns the partition's
+//     stream (rendezvous hashing over the active brokers); leader_epoch is
+//     the epoch of the stream's current append session, read from its head
+//     — answering Metadata never takes a session. replicas = isr = every
+//     active broker, leader first: storage is shared, so every broker can
+//     serve fetches (KIP-392 follower fetching picks one by rack), while
+//     durability comes from the storage profile, not from Kafka replicas.
+//   - A partition whose leader is unknown (no active broker in the view)
+//     is LEADER_NOT_AVAILABLE.
 //   - Topics are auto-created with the default partition count when the
 //     request allows it (v4+ allow_auto_topic_creation; always for v0-3,
 //     like Kafka) unless the server disables it. They are returned ready
@@ -34,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 )
 
@@ -48,13 +55,10 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := r.s
-	host, port := s.Addr()
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	resp.Brokers = s.metadataBrokers()
 	cid := s.cfg.ClusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = s.controllerID()
 	resp.AuthorizedOperations = math.MinInt32
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -117,20 +121,106 @@ func (s *Server) describeTopic(ctx context.Context, t *kstore.Topic, withOps boo
 	if withOps {
 		mt.AuthorizedOperations = allTopicOps
 	}
-	node := s.cfg.NodeID
+	replicas := s.activeKafkaIDs()
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Replicas, mp.ISR = []int32{node}, []int32{node}
 		mp.OfflineReplicas = []int32{}
+		mp.Leader, mp.LeaderEpoch = -1, -1
+		leader, ok := s.store.Leader(p)
+		_, _, reachable := s.kafkaEndpoint(leader)
 		epoch, err := s.store.LeaderEpoch(ctx, p)
-		if err != nil {
+		switch {
+		case !ok || !reachable:
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-			mp.Leader, mp.LeaderEpoch = -1, -1
-		} else {
-			mp.Leader, mp.LeaderEpoch = node, epoch
+		case err != nil:
+			mp.ErrorCode = errorCode(err)
+		default:
+			mp.Leader, mp.LeaderEpoch = leader.KafkaID, epoch
 		}
+		mp.Replicas = leaderFirst(replicas, mp.Leader)
+		mp.ISR = mp.Replicas
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// kafkaEndpoint is where Kafka clients reach broker b: this server's own
+// advertised address for itself, the registry's Kafka endpoint for others.
+func (s *Server) kafkaEndpoint(b cluster.Broker) (string, int32, bool) {
+	if b.NodeID == "" {
+		return "", 0, false
+	}
+	if b.NodeID == s.cluster.NodeID() {
+		h, p := s.Addr()
+		return h, p, true
+	}
+	e, ok := b.Endpoint(cluster.ProtocolKafka, "")
+	if !ok {
+		return "", 0, false
+	}
+	return e.Host, int32(e.Port), true
+}
+
+// metadataBrokers lists every registered broker clients can reach (this
+// one always, even before its own registration shows in its view).
+func (s *Server) metadataBrokers() []kmsg.MetadataResponseBroker {
+	v := s.cluster.View()
+	var out []kmsg.MetadataResponseBroker
+	self := false
+	for _, b := range v.Brokers {
+		host, port, ok := s.kafkaEndpoint(b)
+		if !ok {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.KafkaID, host, port
+		if b.Rack != "" {
+			rack := b.Rack
+			mb.Rack = &rack
+		}
+		self = self || b.NodeID == s.cluster.NodeID()
+		out = append(out, mb)
+	}
+	if !self {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID = s.cfg.NodeID
+		mb.Host, mb.Port = s.Addr()
+		out = append(out, mb)
+	}
+	return out
+}
+
+// activeKafkaIDs are the broker ids of the active brokers with a Kafka
+// endpoint, in id order.
+func (s *Server) activeKafkaIDs() []int32 {
+	var ids []int32
+	for _, b := range s.cluster.View().Active() {
+		if _, _, ok := s.kafkaEndpoint(b); ok {
+			ids = append(ids, b.KafkaID)
+		}
+	}
+	return ids
+}
+
+// controllerID is the active broker with the lowest id (this broker when
+// it sees none).
+func (s *Server) controllerID() int32 {
+	if ids := s.activeKafkaIDs(); len(ids) > 0 {
+		return ids[0]
+	}
+	return s.cfg.NodeID
+}
+
+func leaderFirst(ids []int32, leader int32) []int32 {
+	out := make([]int32, 0, len(ids)+1)
+	if leader >= 0 {
+		out = append(out, leader)
+	}
+	for _, id := range ids {
+		if id != leader {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ package kafka
 import (
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/nereusstream/nereus-go/kafka/kstore"
@@ -40,6 +41,9 @@ type offsetTopic struct {
 
 // fetchGroupOffsets answers one group's offset fetch; topics == nil means all.
 func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all bool) ([]offsetTopic, int16) {
+	if !r.s.groups.Owns(group) {
+		return nil, kerr.NotCoordinator.Code
+	}
 	offs, err := r.s.store.FetchOffsets(r.ctx, group)
 	if err != nil {
 		return nil, errorCode(err)

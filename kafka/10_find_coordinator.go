@@ -3,7 +3,10 @@ package kafka
 // FindCoordinator: v0-4
 //
 // Behavior:
-//   - This broker coordinates every consumer group (key_type 0).
+//   - A consumer group's coordinator (key_type 0) is the broker that owns
+//     the group's key (rendezvous hashing over the active brokers); every
+//     broker answers the same. Group state is stored, so when the owner
+//     changes the new coordinator resumes the group.
 //   - Transaction coordinators (key_type 1) and share groups (2) do not
 //     exist here: COORDINATOR_NOT_AVAILABLE with a message saying so.
 //   - v4+ answers each batched key separately, echoing the key.
@@ -17,6 +20,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/nereusstream/nereus-go/cluster"
 )
 
 func init() { regKey(10, 0, 4, handleFindCoordinator) }
@@ -24,32 +29,28 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := r.s.Addr()
-	var code int16
-	var msg *string
-	if req.CoordinatorType != 0 {
-		code = kerr.CoordinatorNotAvailable.Code
-		m := "nereus: only consumer-group coordinators exist (no transactions, no share groups)"
-		msg = &m
+	find := func(key string) (id int32, host string, port int32, code int16, msg *string) {
+		if req.CoordinatorType != 0 {
+			m := "nereus: only consumer-group coordinators exist (no transactions, no share groups)"
+			return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+		}
+		b, ok := r.s.cluster.OwnerOf(cluster.GroupKey(key))
+		if ok {
+			if h, p, reachable := r.s.kafkaEndpoint(b); reachable {
+				return b.KafkaID, h, p, 0, nil
+			}
+		}
+		m := "nereus: no active broker to coordinate the group"
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
 	}
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = code, msg
-		if code == 0 {
-			resp.NodeID, resp.Host, resp.Port = r.s.cfg.NodeID, host, port
-		} else {
-			resp.NodeID, resp.Port = -1, -1
-		}
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = find(req.CoordinatorKey)
 		return resp, nil, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.ErrorCode, c.ErrorMessage = code, msg
-		if code == 0 {
-			c.NodeID, c.Host, c.Port = r.s.cfg.NodeID, host, port
-		} else {
-			c.NodeID, c.Port = -1, -1
-		}
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = find(key)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil, nil

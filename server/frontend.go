@@ -116,7 +116,7 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 	}
 	m := kafkaprom.New()
 	srv, err := kafka.NewServer(kafka.Config{
-		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
+		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
 		AdvertisedHost: host, AdvertisedPort: int32(port), RequestHook: m.RequestHook,
 	}, d.Storage, d.Metadata)
 	if err != nil {
