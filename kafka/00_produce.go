@@ -28,8 +28,14 @@ package kafka
 //     settles whether it committed). acks=1 and acks=-1 both wait for the
 //     storage profile's ack boundary: Nereus has no weaker acknowledgement.
 //   - acks=0 sends no response at all and does not hold up later responses.
-//   - Transactional batches and transactional ids are refused with
-//     INVALID_TXN_STATE (transactions are not implemented or advertised).
+//   - Transactional batches (attribute bit 4) need the request's
+//     transactional_id and are verified with the transaction coordinator
+//     (KIP-890 part 1) under the partition's transaction-index lock: the
+//     producer's transaction must be ongoing with this producer id and
+//     epoch and include the partition (else INVALID_TXN_STATE,
+//     INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH). The
+//     transaction is registered as open on the partition before the batch
+//     is issued, so the last stable offset never passes it uncommitted.
 //   - Per-record errors (v8 record_errors) are never produced; a bad batch
 //     fails as a whole with error_message set.
 //
@@ -57,6 +63,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/kafka/kbatch"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/kafka/ktxn"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -83,8 +90,6 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		refuse = kerr.UnsupportedVersion.Code
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		refuse = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
-		refuse = kerr.InvalidTxnState.Code
 	}
 
 	var targets []produceTarget
@@ -111,7 +116,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 				op.ErrorCode = errorCode(err)
 				continue
 			}
-			app, nrec, err := produceOne(r.ctx, s, t, p, rp.Records, now, op)
+			app, nrec, err := produceOne(r.ctx, s, t, p, req.TransactionID, rp.Records, now, op)
 			if err != nil {
 				s.stats.ProduceErrors.Add(1)
 				op.ErrorCode = errorCode(err)
@@ -170,7 +175,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 }
 
 // produceOne validates one partition's batch and issues its append.
-func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Partition, records []byte, now int64,
+func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Partition, txnID *string, records []byte, now int64,
 	out *kmsg.ProduceResponseTopicPartition) (*kstore.Appending, int, error) {
 	if len(records) == 0 {
 		return nil, 0, fmt.Errorf("%w: no records", kbatch.ErrInvalid)
@@ -182,7 +187,8 @@ func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Parti
 	if err != nil {
 		return nil, 0, err
 	}
-	if h.Attributes&kbatch.AttrTransactional != 0 {
+	transactional := h.Attributes&kbatch.AttrTransactional != 0
+	if transactional && (txnID == nil || h.ProducerID < 0 || h.BaseSequence < 0) {
 		return nil, 0, errTransactional
 	}
 	ts := h.MaxTimestamp
@@ -201,14 +207,26 @@ func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Parti
 			LastSeq:  int64(h.LastSequence()),
 		}
 	}
-	app, err := s.store.AppendAsync(ctx, p, func(epoch int32) stream.AppendRequest {
+	build := func(epoch int32) stream.AppendRequest {
 		kbatch.SetLeaderEpoch(records, epoch)
 		return stream.AppendRequest{
 			Entries:       []stream.Entry{{Payload: records, RecordCount: uint32(h.NumRecords), Timestamp: ts}},
 			ExpectedStart: -1,
 			Sequence:      seq,
 		}
-	})
+	}
+	var app *kstore.Appending
+	if transactional {
+		tp := ktxn.TopicPartition{Topic: t.Name, Partition: p.Index}
+		app, err = s.store.AppendTransactional(ctx, p, h.ProducerID, h.ProducerEpoch, func() error {
+			if code := s.txns.Verify(*txnID, h.ProducerID, h.ProducerEpoch, tp); code != 0 {
+				return codeError(code)
+			}
+			return nil
+		}, build)
+	} else {
+		app, err = s.store.AppendAsync(ctx, p, build)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -19,8 +19,14 @@ package kafka
 //     session_id 0, so clients keep sending full fetches; an incremental
 //     fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND. A full response
 //     holds exactly the requested partitions, in request order.
-//   - There are no transactions, so read_committed equals read_uncommitted:
-//     last_stable_offset = high_watermark, no aborted transactions.
+//   - last_stable_offset is the partition's LSO (the first offset of its
+//     oldest open transaction, else the high watermark; package kstore's
+//     transaction index). read_committed (isolation_level 1) returns only
+//     batches below the LSO, counts only those toward min_bytes, and lists
+//     the aborted transactions (producer id, first offset) whose abort
+//     marker is at or after fetch_offset and which began before the end of
+//     the returned data; the client skips those producers' batches up to
+//     their abort marker, which it reads in the same data.
 //   - Any broker serves a fetch for any partition (storage is shared; the
 //     leader's tail cache makes it the cheapest, not the only, reader). A
 //     fetch never takes an append session.
@@ -75,6 +81,8 @@ type fetchPart struct {
 	size    int
 }
 
+const readCommitted = 1
+
 func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -104,7 +112,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 				err = checkLeaderEpoch(r.ctx, s, p, rp.CurrentLeaderEpoch)
 			}
 			if err == nil && req.Version >= 11 {
-				if id, ok := s.preferredReplica(req.Rack, p); ok {
+				if id, ok := r.preferredReplica(req.Rack, p); ok {
 					op.PreferredReadReplica = id
 					if start, end, berr := s.store.Bounds(r.ctx, p); berr == nil {
 						op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
@@ -123,7 +131,8 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		maxBytes = 50 << 20
 	}
 	reply := &fetchReply{FetchResponse: resp, parts: parts}
-	total := fillFetch(r.ctx, s, parts, maxBytes)
+	committed := req.Version >= 4 && req.IsolationLevel == readCommitted
+	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) || redirected {
 		s.stats.FetchedBytes.Add(int64(total))
@@ -136,7 +145,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			if !waitForCommit(r.ctx, s, parts, deadline.C) {
 				break
 			}
-			total = fillFetch(r.ctx, s, parts, maxBytes)
+			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
@@ -158,13 +167,14 @@ func anyFetchError(parts []fetchPart) bool {
 // (KIP-392), when that is not this broker: an active broker of the
 // client's rack, chosen by rendezvous hashing of the partition's stream
 // among them.
-func (s *Server) preferredReplica(rack string, p *kstore.Partition) (int32, bool) {
+func (r *request) preferredReplica(rack string, p *kstore.Partition) (int32, bool) {
+	s := r.s
 	if rack == "" || rack == s.cluster.Self().Rack {
 		return -1, false
 	}
 	var same []cluster.Broker
 	for _, b := range s.cluster.View().Active() {
-		if _, _, ok := s.kafkaEndpoint(b); ok && b.Rack == rack {
+		if _, _, ok := r.kafkaEndpoint(b); ok && b.Rack == rack {
 			same = append(same, b)
 		}
 	}
@@ -192,12 +202,13 @@ func checkLeaderEpoch(ctx context.Context, s *Server, p *kstore.Partition, clien
 
 // fillFetch (re)reads every partition of the fetch into its response slot
 // and returns the record bytes gathered.
-func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) int {
+func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, committed bool) int {
 	total := 0
 	for i := range parts {
 		fp := &parts[i]
 		op := fp.out
 		fp.entries, fp.size = nil, 0
+		op.AbortedTransactions = nil
 		if fp.redirect {
 			continue
 		}
@@ -214,7 +225,12 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 				op.ErrorCode = errorCode(err)
 				continue
 			}
-			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
+			lso, err := s.store.StableOffset(ctx, fp.part, end)
+			if err != nil {
+				op.ErrorCode = errorCode(err)
+				continue
+			}
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, lso, start
 			if fp.req.FetchOffset < start || fp.req.FetchOffset > end {
 				op.ErrorCode = kerr.OffsetOutOfRange.Code
 			}
@@ -231,10 +247,19 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 			}
 			continue
 		}
+		lso, err := s.store.StableOffset(ctx, fp.part, res.EndOffset)
+		if err != nil {
+			op.ErrorCode = errorCode(err)
+			continue
+		}
+		op.LastStableOffset = lso
 		size, n := 0, 0
 		for _, e := range res.Entries {
 			if len(e.Payload) < kbatch.HeaderSize {
 				break // not a batch we stored; never serve it
+			}
+			if committed && e.Offset >= lso {
+				break // not stable yet
 			}
 			// KIP-74: only the first partition with data may exceed the
 			// remaining budget, by one batch.
@@ -246,6 +271,21 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) 
 		}
 		fp.entries, fp.size = res.Entries[:n], size
 		total += size
+		if committed && n > 0 {
+			last := res.Entries[n-1]
+			aborted, err := s.store.AbortedTxns(ctx, fp.part, fp.req.FetchOffset, last.Offset+int64(last.RecordCount))
+			if err != nil {
+				op.ErrorCode = errorCode(err)
+				fp.entries, fp.size = nil, 0
+				total -= size
+				continue
+			}
+			for _, a := range aborted {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.First
+				op.AbortedTransactions = append(op.AbortedTransactions, at)
+			}
+		}
 	}
 	return total
 }

@@ -4,9 +4,10 @@ package kafka
 //
 // Behavior:
 //   - timestamp -1 (latest) returns the high watermark (the stream's
-//     committed end), -2 (earliest) the log start offset (the trim point);
-//     both with timestamp -1. isolation_level is ignored: without
-//     transactions the last stable offset equals the high watermark.
+//     committed end), or under isolation_level read_committed (v2+) the
+//     last stable offset (first offset of the oldest open transaction);
+//     -2 (earliest) the log start offset (the trim point); both with
+//     timestamp -1.
 //   - timestamp >= 0 uses the core's time index (each stored batch is indexed
 //     by its max timestamp) to find the first batch whose max timestamp is
 //     >= the target; for an uncompressed batch the records are walked to
@@ -48,7 +49,7 @@ func handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response, error) 
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.Timestamp, op.Offset = -1, -1
-			off, ts, epoch, err := listOffset(r.ctx, s, rt.Topic, rp, req.Version)
+			off, ts, epoch, err := listOffset(r.ctx, s, rt.Topic, rp, req.Version, req.Version >= 2 && req.IsolationLevel == readCommitted)
 			if err != nil {
 				op.ErrorCode = errorCode(err)
 			} else {
@@ -64,7 +65,7 @@ func handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response, error) 
 	return resp, nil, nil
 }
 
-func listOffset(ctx context.Context, s *Server, topic string, rp kmsg.ListOffsetsRequestTopicPartition, version int16) (off, ts int64, epoch int32, err error) {
+func listOffset(ctx context.Context, s *Server, topic string, rp kmsg.ListOffsetsRequestTopicPartition, version int16, committed bool) (off, ts int64, epoch int32, err error) {
 	_, p, err := s.store.Partition(ctx, topic, rp.Partition)
 	if err != nil {
 		return -1, -1, -1, err
@@ -82,6 +83,9 @@ func listOffset(ctx context.Context, s *Server, topic string, rp kmsg.ListOffset
 		return -1, -1, -1, err
 	}
 	switch {
+	case rp.Timestamp == -1 && committed:
+		lso, err := s.store.StableOffset(ctx, p, end)
+		return lso, -1, epoch, err
 	case rp.Timestamp == -1:
 		return end, -1, epoch, nil
 	case rp.Timestamp == -2:

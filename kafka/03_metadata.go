@@ -33,7 +33,6 @@ package kafka
 //   - v11: cluster authorized operations removed. v12: nullable topic name.
 
 import (
-	"context"
 	"errors"
 	"math"
 
@@ -55,10 +54,10 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := r.s
-	resp.Brokers = s.metadataBrokers()
+	resp.Brokers = r.metadataBrokers()
 	cid := s.cfg.ClusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = s.controllerID()
+	resp.ControllerID = r.controllerID()
 	resp.AuthorizedOperations = math.MinInt32
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -73,7 +72,7 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			if err != nil {
 				continue // deleted meanwhile
 			}
-			resp.Topics = append(resp.Topics, s.describeTopic(r.ctx, t, req.IncludeTopicAuthorizedOperations))
+			resp.Topics = append(resp.Topics, r.describeTopic(t, req.IncludeTopicAuthorizedOperations))
 		}
 		return resp, nil, nil
 	}
@@ -107,12 +106,13 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.describeTopic(r.ctx, t, req.IncludeTopicAuthorizedOperations))
+		resp.Topics = append(resp.Topics, r.describeTopic(t, req.IncludeTopicAuthorizedOperations))
 	}
 	return resp, nil, nil
 }
 
-func (s *Server) describeTopic(ctx context.Context, t *kstore.Topic, withOps bool) kmsg.MetadataResponseTopic {
+func (r *request) describeTopic(t *kstore.Topic, withOps bool) kmsg.MetadataResponseTopic {
+	s, ctx := r.s, r.ctx
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -121,14 +121,14 @@ func (s *Server) describeTopic(ctx context.Context, t *kstore.Topic, withOps boo
 	if withOps {
 		mt.AuthorizedOperations = allTopicOps
 	}
-	replicas := s.activeKafkaIDs()
+	replicas := r.activeKafkaIDs()
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
 		mp.OfflineReplicas = []int32{}
 		mp.Leader, mp.LeaderEpoch = -1, -1
 		leader, ok := s.store.Leader(p)
-		_, _, reachable := s.kafkaEndpoint(leader)
+		_, _, reachable := r.kafkaEndpoint(leader)
 		epoch, err := s.store.LeaderEpoch(ctx, p)
 		switch {
 		case !ok || !reachable:
@@ -145,31 +145,38 @@ func (s *Server) describeTopic(ctx context.Context, t *kstore.Topic, withOps boo
 	return mt
 }
 
-// kafkaEndpoint is where Kafka clients reach broker b: this server's own
-// advertised address for itself, the registry's Kafka endpoint for others.
-func (s *Server) kafkaEndpoint(b cluster.Broker) (string, int32, bool) {
+// kafkaEndpoint is where the client of this request reaches broker b:
+// for this broker the advertised address of the listener the client came
+// through, for another broker its registered Kafka endpoint of the
+// listener with the same name (its first Kafka endpoint if it has none of
+// that name).
+func (r *request) kafkaEndpoint(b cluster.Broker) (string, int32, bool) {
 	if b.NodeID == "" {
 		return "", 0, false
 	}
-	if b.NodeID == s.cluster.NodeID() {
-		h, p := s.Addr()
+	if b.NodeID == r.s.cluster.NodeID() {
+		h, p := r.advertised()
 		return h, p, true
 	}
-	e, ok := b.Endpoint(cluster.ProtocolKafka, "")
+	e, ok := b.Endpoint(cluster.ProtocolKafka, r.c.ln.Spec().Name)
+	if !ok {
+		e, ok = b.Endpoint(cluster.ProtocolKafka, "")
+	}
 	if !ok {
 		return "", 0, false
 	}
 	return e.Host, int32(e.Port), true
 }
 
-// metadataBrokers lists every registered broker clients can reach (this
-// one always, even before its own registration shows in its view).
-func (s *Server) metadataBrokers() []kmsg.MetadataResponseBroker {
+// metadataBrokers lists every registered broker the client can reach
+// (this one always, even before its own registration shows in its view).
+func (r *request) metadataBrokers() []kmsg.MetadataResponseBroker {
+	s := r.s
 	v := s.cluster.View()
 	var out []kmsg.MetadataResponseBroker
 	self := false
 	for _, b := range v.Brokers {
-		host, port, ok := s.kafkaEndpoint(b)
+		host, port, ok := r.kafkaEndpoint(b)
 		if !ok {
 			continue
 		}
@@ -185,18 +192,18 @@ func (s *Server) metadataBrokers() []kmsg.MetadataResponseBroker {
 	if !self {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = s.cfg.NodeID
-		mb.Host, mb.Port = s.Addr()
+		mb.Host, mb.Port = r.advertised()
 		out = append(out, mb)
 	}
 	return out
 }
 
-// activeKafkaIDs are the broker ids of the active brokers with a Kafka
-// endpoint, in id order.
-func (s *Server) activeKafkaIDs() []int32 {
+// activeKafkaIDs are the broker ids of the active brokers the client can
+// reach, in id order.
+func (r *request) activeKafkaIDs() []int32 {
 	var ids []int32
-	for _, b := range s.cluster.View().Active() {
-		if _, _, ok := s.kafkaEndpoint(b); ok {
+	for _, b := range r.s.cluster.View().Active() {
+		if _, _, ok := r.kafkaEndpoint(b); ok {
 			ids = append(ids, b.KafkaID)
 		}
 	}
@@ -205,11 +212,11 @@ func (s *Server) activeKafkaIDs() []int32 {
 
 // controllerID is the active broker with the lowest id (this broker when
 // it sees none).
-func (s *Server) controllerID() int32 {
-	if ids := s.activeKafkaIDs(); len(ids) > 0 {
+func (r *request) controllerID() int32 {
+	if ids := r.activeKafkaIDs(); len(ids) > 0 {
 		return ids[0]
 	}
-	return s.cfg.NodeID
+	return r.s.cfg.NodeID
 }
 
 func leaderFirst(ids []int32, leader int32) []int32 {

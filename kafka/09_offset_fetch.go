@@ -6,8 +6,10 @@ package kafka
 //   - Returns the group's committed offsets from the metadata store; a
 //     partition without one gets offset -1, leader epoch -1, no error. A
 //     null topic list (v2+) returns every committed offset of the group.
-//   - require_stable (v7) is trivially satisfied: there are no transactional
-//     offset commits.
+//   - require_stable (v7+, KIP-447): a partition whose offset a transaction
+//     has staged (TxnOffsetCommit) and not yet committed or aborted gets
+//     UNSTABLE_OFFSET_COMMIT, which clients retry; without require_stable
+//     the last committed offset is returned.
 //
 // Version notes:
 //   - v1: same as v0 (kafka-go). v2: null topics = all, top-level error.
@@ -40,7 +42,7 @@ type offsetTopic struct {
 }
 
 // fetchGroupOffsets answers one group's offset fetch; topics == nil means all.
-func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all bool) ([]offsetTopic, int16) {
+func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all, requireStable bool) ([]offsetTopic, int16) {
 	if !r.s.groups.Owns(group) {
 		return nil, kerr.NotCoordinator.Code
 	}
@@ -72,6 +74,10 @@ func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all 
 				md := c.Metadata
 				op.Offset, op.LeaderEpoch, op.Metadata = c.Offset, c.LeaderEpoch, &md
 			}
+			if requireStable && r.s.txns.HasPendingOffsets(group, n, p) {
+				op.ErrorCode = kerr.UnstableOffsetCommit.Code
+				op.Offset = -1
+			}
 			t.Partitions = append(t.Partitions, op)
 		}
 		out = append(out, t)
@@ -88,7 +94,7 @@ func handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Response, error) 
 			for _, t := range rg.Topics {
 				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 			}
-			res, code := fetchGroupOffsets(r, rg.Group, topics, rg.Topics == nil)
+			res, code := fetchGroupOffsets(r, rg.Group, topics, rg.Topics == nil, req.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range res {
@@ -109,7 +115,7 @@ func handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Response, error) 
 	for _, t := range req.Topics {
 		topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 	}
-	res, code := fetchGroupOffsets(r, req.Group, topics, req.Topics == nil && req.Version >= 2)
+	res, code := fetchGroupOffsets(r, req.Group, topics, req.Topics == nil && req.Version >= 2, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code
 	for _, t := range res {
 		ot := kmsg.NewOffsetFetchResponseTopic()

@@ -4,11 +4,12 @@ package kafka
 //
 // Behavior:
 //   - A consumer group's coordinator (key_type 0) is the broker that owns
-//     the group's key (rendezvous hashing over the active brokers); every
-//     broker answers the same. Group state is stored, so when the owner
-//     changes the new coordinator resumes the group.
-//   - Transaction coordinators (key_type 1) and share groups (2) do not
-//     exist here: COORDINATOR_NOT_AVAILABLE with a message saying so.
+//     the group's key, a transactional id's (key_type 1; package ktxn) the
+//     owner of the id's key (rendezvous hashing over the active brokers);
+//     every broker answers the same. Group state is stored, so when the
+//     owner changes the new coordinator resumes the group.
+//   - Share groups (key_type 2) do not exist here: COORDINATOR_NOT_AVAILABLE
+//     with a message saying so; other key types INVALID_REQUEST.
 //   - v4+ answers each batched key separately, echoing the key.
 //
 // Version notes:
@@ -30,17 +31,26 @@ func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, err
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	find := func(key string) (id int32, host string, port int32, code int16, msg *string) {
-		if req.CoordinatorType != 0 {
-			m := "nereus: only consumer-group coordinators exist (no transactions, no share groups)"
+		var owner cluster.Broker
+		var ok bool
+		switch req.CoordinatorType {
+		case 0:
+			owner, ok = r.s.cluster.OwnerOf(cluster.GroupKey(key))
+		case 1:
+			owner, ok = r.s.cluster.OwnerOf(cluster.TxnKey(key))
+		case 2:
+			m := "nereus: share groups are not supported"
 			return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+		default:
+			m := "nereus: unknown coordinator key type"
+			return -1, "", -1, kerr.InvalidRequest.Code, &m
 		}
-		b, ok := r.s.cluster.OwnerOf(cluster.GroupKey(key))
 		if ok {
-			if h, p, reachable := r.s.kafkaEndpoint(b); reachable {
-				return b.KafkaID, h, p, 0, nil
+			if h, p, reachable := r.kafkaEndpoint(owner); reachable {
+				return owner.KafkaID, h, p, 0, nil
 			}
 		}
-		m := "nereus: no active broker to coordinate the group"
+		m := "nereus: no active broker to coordinate the key"
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
 	}
 	if req.Version < 4 {

@@ -12,8 +12,9 @@ package kafka
 //     storage profile's, there are no Kafka replicas. Manual replica
 //     assignments are accepted only if they name this broker alone.
 //   - Configs are validated against the known topic configs (kstore); an
-//     unknown name or an unsupported value (cleanup.policy=compact,
-//     compression.type other than producer) gets INVALID_CONFIG.
+//     unknown name or an unsupported value (compression.type other than
+//     producer) gets INVALID_CONFIG. cleanup.policy=compact is accepted
+//     (see kstore's config doc: compact-only topics have no retention).
 //   - validate_only checks without creating. timeout_ms is ignored: the
 //     topic is ready when the response is sent.
 //   - A name repeated within one request gets INVALID_REQUEST.

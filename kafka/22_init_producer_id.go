@@ -9,12 +9,23 @@ package kafka
 //     brokers or restarts. As in Kafka, a v3+ request carrying an existing
 //     producer id/epoch (KIP-360 bump after UNKNOWN_PRODUCER_ID) also gets
 //     a fresh id: the sequence state of the old id stays with the streams.
-//   - Transactional ids are refused with INVALID_TXN_STATE: transactions
-//     are not implemented and no transaction API is advertised.
+//   - A transactional id goes to the transaction coordinator (package
+//     ktxn): the first call allocates a producer id with epoch 0; every
+//     later call bumps the epoch, which fences the previous instance (its
+//     requests get PRODUCER_FENCED / INVALID_PRODUCER_EPOCH). An ongoing
+//     transaction of the previous instance is aborted first (markers with
+//     the bumped epoch) and a decided one is completed first, before the
+//     answer. Past epoch 32766 a new producer id is allocated.
+//   - KIP-360 (v3+ producer_id/epoch): a producer that still owns the id
+//     asks for a bump of its own epoch; a retry of a bump whose answer was
+//     lost gets the same answer; anyone else gets PRODUCER_FENCED.
+//   - transaction_timeout_ms above 15 minutes (or <= 0) is
+//     INVALID_TRANSACTION_TIMEOUT.
 //
 // Version notes:
 //   - v1: same as v0. v2: flexible. v3: producer_id/epoch (KIP-360).
-//   - v4: same as v3 (new error codes, not produced here).
+//   - v4: same as v3 (PRODUCER_FENCED may be returned).
+//   - v5 (KIP-890 TRANSACTION_ABORTABLE) is not advertised.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,8 +39,22 @@ func handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Response, erro
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidTxnState.Code
-		return resp, nil, nil
+		if *req.TransactionalID == "" {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp, nil, nil
+		}
+		return nil, func() kmsg.Response {
+			pid, epoch := int64(-1), int16(-1)
+			if req.Version >= 3 {
+				pid, epoch = req.ProducerID, req.ProducerEpoch
+			}
+			id, ep, code := r.s.txns.InitProducerID(r.ctx, *req.TransactionalID, req.TransactionTimeoutMillis, pid, epoch)
+			if code == kerr.ProducerFenced.Code && req.Version < 4 {
+				code = kerr.InvalidProducerEpoch.Code
+			}
+			resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = id, ep, code
+			return resp
+		}, nil
 	}
 	id, err := r.s.store.AllocateProducerID(r.ctx)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/nereusstream/nereus-go/listener"
 )
 
 // A connection runs two goroutines:
@@ -33,8 +35,11 @@ import (
 // responses. The slot queue is bounded (MaxInFlightPerConn): when it is full
 // the reader stops reading, which is the connection's backpressure.
 type conn struct {
-	s      *Server
-	nc     net.Conn
+	s  *Server
+	nc net.Conn
+	// ln is the listener the connection arrived on: its name and
+	// advertised address are what Metadata and FindCoordinator answer.
+	ln     *listener.Bound
 	remote string
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,9 +58,9 @@ type slot struct {
 	resp    kmsg.Response
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, ln *listener.Bound) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
+	return &conn{s: s, nc: nc, ln: ln, remote: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
 		queue: make(chan *slot, s.cfg.MaxInFlightPerConn)}
 }
 
@@ -71,6 +76,11 @@ func (c *conn) close() {
 func (c *conn) stopReading() { _ = c.nc.SetReadDeadline(time.Now()) }
 
 func (c *conn) serve() {
+	if err := listener.Handshake(c.nc, 0); err != nil {
+		c.s.log.Debug("kafka: TLS handshake failed", "remote", c.remote, "listener", c.ln.Spec().ID(), "err", err)
+		c.close()
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -366,4 +376,20 @@ type request struct {
 	ctx  context.Context
 	hdr  header
 	kreq kmsg.Request
+}
+
+// advertised is the host and port to tell this client to dial for this
+// broker: the connection's listener's advertised endpoint, or the
+// configured AdvertisedHost/Port for a listener without one.
+func (r *request) advertised() (string, int32) {
+	e := r.c.ln.AdvertisedFor(r.c.nc.LocalAddr())
+	if r.c.ln.Spec().Advertise == "" {
+		if r.s.advHost != "" {
+			e.Host = r.s.advHost
+		}
+		if r.s.advPort != 0 {
+			e.Port = int(r.s.advPort)
+		}
+	}
+	return e.Host, int32(e.Port)
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -15,7 +16,7 @@ import (
 
 var (
 	errTooLarge      = errors.New("kafka: record batch too large")
-	errTransactional = errors.New("kafka: transactions are not supported")
+	errTransactional = errors.New("kafka: a transactional batch needs a transactional id, a producer id and sequence numbers")
 	errInvalidRF     = errors.New("kafka: invalid replication factor")
 	errFencedEpoch   = errors.New("kafka: client leader epoch is older than the partition's")
 	errUnknownEpoch  = errors.New("kafka: client leader epoch is newer than the partition's")
@@ -28,9 +29,12 @@ var (
 // outcomes map to retriable codes (REQUEST_TIMED_OUT): an idempotent
 // producer's retry is settled by the core's deduplication, never guessed.
 func errorCode(err error) int16 {
+	var ce kafkaCodeError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ce):
+		return int16(ce)
 	case errors.Is(err, errTooLarge):
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, errTransactional):
@@ -80,6 +84,18 @@ func errorCode(err error) int16 {
 		return kerr.UnknownServerError.Code
 	}
 }
+
+// kafkaCodeError carries a Kafka error code decided by a coordinator.
+type kafkaCodeError int16
+
+func (e kafkaCodeError) Error() string {
+	if ke := kerr.ErrorForCode(int16(e)); ke != nil {
+		return ke.Error()
+	}
+	return "kafka error code " + strconv.Itoa(int(e))
+}
+
+func codeError(code int16) error { return kafkaCodeError(code) }
 
 // errorMessage is the message to send with a code where the API has room
 // for one (nil for success).

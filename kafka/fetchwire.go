@@ -88,11 +88,22 @@ func (f *fetchReply) frame(corrID int32) net.Buffers {
 			if v >= 5 {
 				chunk = binary.BigEndian.AppendUint64(chunk, uint64(p.LogStartOffset))
 			}
-			// aborted_transactions: always null (no transactions).
-			if flex {
+			// aborted_transactions: null unless a read_committed fetch
+			// returned data some aborted transaction overlaps.
+			switch {
+			case p.AbortedTransactions == nil && flex:
 				chunk = append(chunk, 0)
-			} else {
+			case p.AbortedTransactions == nil:
 				chunk = binary.BigEndian.AppendUint32(chunk, 0xffffffff)
+			default:
+				chunk = appendArrLen(chunk, len(p.AbortedTransactions), flex)
+				for _, a := range p.AbortedTransactions {
+					chunk = binary.BigEndian.AppendUint64(chunk, uint64(a.ProducerID))
+					chunk = binary.BigEndian.AppendUint64(chunk, uint64(a.FirstOffset))
+					if flex {
+						chunk = append(chunk, 0)
+					}
+				}
 			}
 			if v >= 11 {
 				chunk = binary.BigEndian.AppendUint32(chunk, uint32(p.PreferredReadReplica))

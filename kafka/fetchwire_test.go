@@ -36,6 +36,13 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 					op.Partition = int32(pi)
 					op.HighWatermark, op.LastStableOffset, op.LogStartOffset = rng.Int64N(1000), 7, rng.Int64N(5)
 					op.ErrorCode = int16(rng.IntN(2))
+					if rng.IntN(2) == 0 {
+						for a := 0; a < rng.IntN(3); a++ {
+							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+							at.ProducerID, at.FirstOffset = rng.Int64N(1<<40), rng.Int64N(1000)
+							op.AbortedTransactions = append(op.AbortedTransactions, at)
+						}
+					}
 					var entries []stream.ReadEntry
 					size := 0
 					off := rng.Int64N(100)

@@ -335,8 +335,8 @@ func TestTopicConfigsAndProfiles(t *testing.T) {
 	if _, err := s.Store().Topic(context.Background(), "bk"); err == nil {
 		t.Fatal("topic with unavailable profile exists")
 	}
-	// Unknown config and compaction are refused.
-	for _, kv := range [][2]string{{"no.such.config", "1"}, {"cleanup.policy", "compact"}, {"retention.ms", "abc"}} {
+	// Unknown configs and values are refused.
+	for _, kv := range [][2]string{{"no.such.config", "1"}, {"cleanup.policy", "squash"}, {"retention.ms", "abc"}} {
 		cfg.Name, cfg.Value = kv[0], kmsg.StringPtr(kv[1])
 		req.Topics[0].Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
 		req.Topics[0].Topic = "cfg"

@@ -6,8 +6,9 @@
 // responses, the ApiVersions fallback rules), one handler file per Kafka API
 // key (NN_name.go, each registering its version range in init), RecordBatch
 // validation on produce and header patching on fetch. Topic metadata,
-// partition streams and committed offsets live behind package kstore; the
-// classic group protocol is package kgroup.
+// partition streams, committed offsets and the partitions' transaction
+// indexes live behind package kstore; the classic group protocol is package
+// kgroup, the transaction coordinator package ktxn (glue in txn.go).
 //
 // Mapping (seed 000): one complete Kafka RecordBatch is one stream entry
 // whose RecordCount covers the batch's records; the Kafka offset is the
@@ -37,6 +38,8 @@ import (
 	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/kafka/ktxn"
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -47,8 +50,10 @@ var ErrServerClosed = errors.New("kafka: server closed")
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
 	// AdvertisedHost and AdvertisedPort are what Metadata and
-	// FindCoordinator tell clients to dial. Default: the listener's address
-	// (first Serve call).
+	// FindCoordinator tell clients of a listener without its own advertised
+	// address to dial. Default: each listener's advertised endpoint
+	// (listener.Bound; for a bare net.Listener its address, or for a
+	// wildcard bind the address the client reached).
 	AdvertisedHost string
 	AdvertisedPort int32
 	// Cluster is this broker's cluster membership: the other brokers,
@@ -92,6 +97,13 @@ type Config struct {
 	// timeouts (defaults 6s / 30m).
 	MinSessionTimeout time.Duration
 	MaxSessionTimeout time.Duration
+
+	// MaxTransactionTimeout bounds a transactional producer's
+	// transaction.timeout.ms (default 15m, Kafka's
+	// transaction.max.timeout.ms); TransactionCheckInterval is how often
+	// expired transactions are aborted (default 1s).
+	MaxTransactionTimeout    time.Duration
+	TransactionCheckInterval time.Duration
 
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
@@ -171,6 +183,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *kstore.Store
 	groups *kgroup.Coordinator
+	txns   *ktxn.Coordinator
 	stats  Stats
 	// cluster is cfg.Cluster, or the one-broker cluster the server made
 	// (ownCluster) and closes at Shutdown.
@@ -184,7 +197,7 @@ type Server struct {
 	advPort int32
 
 	mu        sync.Mutex
-	listeners map[net.Listener]struct{}
+	listeners map[*listener.Bound]struct{}
 	conns     map[*conn]struct{}
 	closing   bool
 	stopping  chan struct{} // closed at Shutdown: long polls return early
@@ -228,11 +241,24 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 			Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }}),
 		advHost:   cfg.AdvertisedHost,
 		advPort:   cfg.AdvertisedPort,
-		listeners: map[net.Listener]struct{}{},
+		listeners: map[*listener.Bound]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
 		stopWatch: make(chan struct{}),
 		watchDone: make(chan struct{}),
+	}
+	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+	// Load transactions and finish any whose outcome was decided before a
+	// crash, before the first client can read a partition they touch.
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
+		return nil, err
 	}
 	go s.followCluster()
 	return s, nil
@@ -260,33 +286,16 @@ func (s *Server) Stats() *Stats { return &s.stats }
 // Store exposes the storage boundary (for tools and tests).
 func (s *Server) Store() *kstore.Store { return s.store }
 
-// Addr returns the advertised host and port.
-func (s *Server) Addr() (string, int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.advHost, s.advPort
-}
-
-// Serve accepts connections on ln until Shutdown. It always returns a
-// non-nil error; after Shutdown it is ErrServerClosed.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts connections on ln until Shutdown; it may be called for
+// several listeners at once. A *listener.Bound brings its name, security
+// and advertised address; any other listener is a PLAINTEXT one. It always
+// returns a non-nil error; after Shutdown it is ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	ln := listener.Wrap(l, listener.Kafka, listener.KafkaPlaintext)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return ErrServerClosed
-	}
-	if s.advHost == "" || s.advPort == 0 {
-		if ta, ok := ln.Addr().(*net.TCPAddr); ok {
-			if s.advHost == "" {
-				s.advHost = ta.IP.String()
-				if ta.IP.IsUnspecified() {
-					s.advHost = "127.0.0.1"
-				}
-			}
-			if s.advPort == 0 {
-				s.advPort = int32(ta.Port)
-			}
-		}
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -315,7 +324,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if !s.startConn(nc) {
+		if !s.startConn(nc, ln) {
 			_ = nc.Close()
 			return ErrServerClosed
 		}
@@ -367,6 +376,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopWatch) })
 	<-s.watchDone
 	s.groups.Close()
+	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cerr := s.store.Close(cctx); err == nil {
@@ -382,13 +392,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) startConn(nc net.Conn) bool {
+func (s *Server) startConn(nc net.Conn, ln *listener.Bound) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return false
 	}
-	c := newConn(s, nc)
+	c := newConn(s, nc, ln)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.stats.ConnectionsOpened.Add(1)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
@@ -37,6 +38,15 @@ type Cursor struct {
 	version    metadata.Version
 
 	flushMu sync.Mutex // one metadata writer at a time
+
+	persistOK, persistFailed atomic.Int64
+}
+
+// PersistStats returns how many cursor state writes were applied to
+// metadata and how many failed (conflicts that were merged and retried are
+// not failures).
+func (c *Cursor) PersistStats() (applied, failed int64) {
+	return c.persistOK.Load(), c.persistFailed.Load()
 }
 
 type cursorRecord struct {
@@ -329,6 +339,7 @@ func (c *Cursor) Flush(ctx context.Context) error {
 			c.version = newVer
 			c.persisted = max(c.persisted, gen)
 			c.mu.Unlock()
+			c.persistOK.Add(1)
 			return nil
 		case metadata.Conflict, metadata.Unknown:
 			// Reload proof and merge; acknowledgements only grow within
@@ -340,6 +351,7 @@ func (c *Cursor) Flush(ctx context.Context) error {
 				return err
 			}
 		default:
+			c.persistFailed.Add(1)
 			return fmt.Errorf("cursor %s: flush not applied: %w", c.name, err)
 		}
 	}

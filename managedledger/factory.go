@@ -80,6 +80,32 @@ type topicRecord struct {
 // Open returns the ledger of topic, creating topic and stream when create
 // is set. Without create a missing topic is ErrTopicNotFound.
 func (f *Factory) Open(ctx context.Context, topic TopicName, create bool) (*Ledger, error) {
+	return f.open(ctx, topic, create, stream.ProfileUnspecified)
+}
+
+// CreateWithProfile opens topic, creating it with the given storage
+// profile if it does not exist (an existing topic keeps its profile).
+func (f *Factory) CreateWithProfile(ctx context.Context, topic TopicName, profile stream.Profile) (*Ledger, error) {
+	return f.open(ctx, topic, true, profile)
+}
+
+// profileFor is the profile a new topic gets: the explicit one, else the
+// namespace's storage-profile policy, else the broker default.
+func (f *Factory) profileFor(ctx context.Context, topic TopicName, explicit stream.Profile) (stream.Profile, error) {
+	if explicit != stream.ProfileUnspecified {
+		return explicit, nil
+	}
+	p, err := f.GetNamespace(ctx, topic.NamespaceName())
+	if err != nil {
+		return 0, err
+	}
+	if p.StorageProfile != "" {
+		return stream.ParseProfile(p.StorageProfile)
+	}
+	return f.cfg.Profile, nil
+}
+
+func (f *Factory) open(ctx context.Context, topic TopicName, create bool, profile stream.Profile) (*Ledger, error) {
 	key := keyTopics + topic.keyPath()
 	for attempt := 0; attempt < 16; attempt++ {
 		var rec topicRecord
@@ -105,13 +131,17 @@ func (f *Factory) Open(ctx context.Context, topic TopicName, create bool) (*Ledg
 		} else if ok {
 			return nil, fmt.Errorf("%w: %s is a partitioned topic; use its partitions", ErrTopicExists, topic)
 		}
+		prof, err := f.profileFor(ctx, topic, profile)
+		if err != nil {
+			return nil, err
+		}
 		ledgerID, err := nextCounter(ctx, f.meta, keyLedgerSeq)
 		if err != nil {
 			return nil, err
 		}
 		// The stream first: a crash before the record leaves a stream the
 		// next create adopts (Create returns the existing stream).
-		info, err := f.storage.Create(ctx, topic.streamName(), stream.CreateOptions{Profile: f.cfg.Profile,
+		info, err := f.storage.Create(ctx, topic.streamName(), stream.CreateOptions{Profile: prof,
 			Attributes: map[string]string{"protocol": "pulsar", "topic": topic.String()}})
 		if err != nil && !errors.Is(err, stream.ErrStreamExists) {
 			return nil, fmt.Errorf("topic %s: create stream: %w", topic, err)
@@ -285,6 +315,21 @@ func (f *Factory) DeleteTenant(ctx context.Context, name string) error {
 // Pulsar's policies).
 type NamespacePolicies struct {
 	Deduplication *bool `json:"deduplicationEnabled,omitempty"`
+	// Retention is Pulsar's namespace retention policy. It is stored and
+	// reported; the core does not apply it yet (see docs/notes/issue-13.md:
+	// it needs the lifecycle issue's protection floor so that retention
+	// never trims what a subscription has not acknowledged).
+	Retention *RetentionPolicies `json:"retention_policies,omitempty"`
+	// StorageProfile (a stream.Profile name) is the profile of topics
+	// created in the namespace from now on; an existing topic keeps the
+	// profile its stream was created with. Empty: the broker default.
+	StorageProfile string `json:"storageProfile,omitempty"`
+}
+
+// RetentionPolicies is Pulsar's RetentionPolicies JSON (-1 = infinite).
+type RetentionPolicies struct {
+	RetentionTimeInMinutes int   `json:"retentionTimeInMinutes"`
+	RetentionSizeInMB      int64 `json:"retentionSizeInMB"`
 }
 
 // CreateNamespace creates tenant/ns; the tenant must exist.

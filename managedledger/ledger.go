@@ -184,3 +184,9 @@ func (l *Ledger) Close(ctx context.Context) error {
 
 // Factory returns the factory the ledger belongs to.
 func (l *Ledger) Factory() *Factory { return l.f }
+
+// Terminate seals the topic's stream (Pulsar topic termination): every
+// later append fails with stream.ErrStreamSealed; reads continue.
+func (l *Ledger) Terminate(ctx context.Context) error {
+	return l.f.storage.Seal(ctx, l.id)
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 func httpDo(t *testing.T, method, url, body string) (int, string) {
@@ -34,7 +36,7 @@ func httpDo(t *testing.T, method, url, body string) (int, string) {
 func TestAdminAndPartitionedTopicOverHTTPLookup(t *testing.T) {
 	b := startBroker(t, Config{})
 	if b.HTTPURL == "" {
-		t.Skip("NEREUS_PULSAR_HTTP_URL not set")
+		testenv.SkipOrFail(t, "external broker without NEREUS_PULSAR_HTTP_URL")
 	}
 	h := b.HTTPURL
 	tenant := fmt.Sprintf("acme%d", time.Now().UnixNano()%1e6)
@@ -184,7 +186,7 @@ func TestSchemaVersions(t *testing.T) {
 func TestRegexAndFailoverPartitions(t *testing.T) {
 	b := startBroker(t, Config{})
 	if b.HTTPURL == "" {
-		t.Skip("NEREUS_PULSAR_HTTP_URL not set")
+		testenv.SkipOrFail(t, "external broker without NEREUS_PULSAR_HTTP_URL")
 	}
 	c := b.client(t)
 	base := fmt.Sprintf("rx%d", time.Now().UnixNano()%1e9)
@@ -246,5 +248,17 @@ func TestRegexAndFailoverPartitions(t *testing.T) {
 		if partsOf[1][k] {
 			t.Fatalf("both consumers active on partition %d", k)
 		}
+	}
+}
+
+// getJSON GETs url and decodes a 200 answer into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	code, body := httpDo(t, "GET", url, "")
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 )
@@ -39,22 +40,10 @@ func handleGetLastMessageID(c *conn, f wire.Frame) error {
 	c.async(func(ctx context.Context) {
 		l := cons.sub.t.ledger
 		ledgerID := uint64(l.LedgerID())
-		_, end, err := l.Bounds(ctx)
+		last, err := lastMessageID(ctx, l)
 		if err != nil {
 			c.sendErr(reqID, err)
 			return
-		}
-		last := &pb.MessageIdData{LedgerId: proto.Uint64(ledgerID), EntryId: proto.Uint64(uint64(end - 1))}
-		if end == 0 {
-			last.EntryId = proto.Uint64(^uint64(0))
-		} else if e, ok, err := l.ReadOne(ctx, end-1); err != nil {
-			c.sendErr(reqID, err)
-			return
-		} else if ok {
-			if pl, err := wire.ParsePayload(e.Payload); err == nil && pl.Batched() {
-				last.BatchIndex = proto.Int32(int32(pl.NumMessages() - 1))
-				last.BatchSize = proto.Int32(int32(pl.NumMessages()))
-			}
 		}
 		md := cons.sub.cursor.AckedBelow() - 1
 		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
@@ -98,4 +87,29 @@ func handleConsumerStats(c *conn, f wire.Frame) error {
 		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})
 	})
 	return nil
+}
+
+// lastMessageID is the id of the topic's last entry (entry id -1 when it
+// is empty), with batch_index = n-1 and batch_size = n for a batch.
+func lastMessageID(ctx context.Context, l *managedledger.Ledger) (*pb.MessageIdData, error) {
+	_, end, err := l.Bounds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(l.LedgerID())), EntryId: proto.Uint64(uint64(end - 1))}
+	if end == 0 {
+		last.EntryId = proto.Uint64(^uint64(0))
+		return last, nil
+	}
+	e, ok, err := l.ReadOne(ctx, end-1)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if pl, err := wire.ParsePayload(e.Payload); err == nil && pl.Batched() {
+			last.BatchIndex = proto.Int32(int32(pl.NumMessages() - 1))
+			last.BatchSize = proto.Int32(int32(pl.NumMessages()))
+		}
+	}
+	return last, nil
 }

@@ -12,8 +12,10 @@
 //     their partition names), filtered by topics_pattern when given.
 //
 // Differences from the real broker:
-//   - No Redirect answers, no bundles, no advertised listeners
-//     (advertised_listener_name is ignored), no TLS URL.
+//   - No Redirect answers and no bundles. advertised_listener_name picks
+//     the listener group (Pulsar's advertisedListeners); without it the
+//     group of the listener the client is connected through answers, with
+//     both its pulsar:// and pulsar+ssl:// URLs.
 //   - An invalid topic name answers Failed/InvalidTopicName.
 
 package pulsar
@@ -44,13 +46,35 @@ func handleLookup(c *conn, f wire.Frame) error {
 		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = pb.ServerError_InvalidTopicName.Enum()
 		resp.Message = proto.String(err.Error())
+	} else if plain, tls, ok := c.s.brokerURLs(c.lookupListener(l.GetAdvertisedListenerName()), c.nc.LocalAddr().String()); !ok {
+		// Pulsar's words for a listener name the broker does not have.
+		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
+		resp.Error = pb.ServerError_MetadataError.Enum()
+		resp.Message = proto.String("the broker do not have " + l.GetAdvertisedListenerName() + " listener")
 	} else {
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl = proto.String("pulsar://" + c.s.advertisedFor(c.nc.LocalAddr().String()))
+		if plain != "" {
+			resp.BrokerServiceUrl = proto.String(plain)
+		}
+		if tls != "" {
+			resp.BrokerServiceUrlTls = proto.String(tls)
+		}
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
 	return nil
+}
+
+// lookupListener is the listener group a LOOKUP answers for: the one the
+// client names, else the one its connection arrived on.
+func (c *conn) lookupListener(requested string) string {
+	if requested != "" {
+		return requested
+	}
+	if len(c.s.cfg.Endpoints) == 0 {
+		return ""
+	}
+	return c.ln.Spec().Name
 }
 
 func handlePartitionedMetadata(c *conn, f wire.Frame) error {

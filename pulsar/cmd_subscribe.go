@@ -8,18 +8,27 @@
 //     in-memory cursor starting at start_message_id (earliest/latest
 //     sentinels honoured; the client filters the start entry itself).
 //   - Exclusive admits one consumer (a second gets ConsumerBusy); Failover
-//     admits many and makes one active: the first by (priority, name) on a
-//     non-partitioned topic, consumer i % n of that order for partition i;
-//     every change is announced with ACTIVE_CONSUMER_CHANGE and the new
-//     active consumer gets the old one's unacknowledged entries. Shared and
-//     Key_Shared admit many; a consumer with another subscription type gets
-//     ConsumerBusy.
-//   - Key_Shared: AUTO_SPLIT spreads the 65 536 key slots (Murmur3 of the
-//     ordering key, else partition key) over consumers by consistent
-//     hashing; STICKY uses the consumer's hash ranges (overlap is
-//     ConsumerAssignError). An entry is never given to a new owner of its
-//     key while another consumer still holds unacknowledged entries of that
-//     key, so per-key order holds across joins and leaves.
+//     admits many and makes one active, as Pulsar's single-active-consumer
+//     dispatcher: consumers sorted by (priority level, name), only the
+//     highest level competes; partition i goes to i % n of them, a
+//     non-partitioned topic to the owner of the topic name's hash on a ring
+//     of 100 points per consumer name. Every change is announced with
+//     ACTIVE_CONSUMER_CHANGE and the new active consumer gets the old one's
+//     unacknowledged entries. Shared admits many and dispatches by priority
+//     level (0 first; round robin within a level; a lower level only when
+//     no higher one has permits). A consumer with another subscription type
+//     gets ConsumerBusy.
+//   - Key_Shared: AUTO_SPLIT (the default) is Pulsar 4.x's
+//     ConsistentHashingStickyKeyConsumerSelector (package keyshared: 100
+//     points per consumer name on a Murmur3 ring over hashes [1, 65535]),
+//     so keys map to the same consumer names as on Apache Pulsar; STICKY
+//     uses the consumer's declared ranges over [0, 65535] (overlap or no
+//     range is ConsumerAssignError); a consumer whose mode differs from
+//     the subscription's gets ConsumerBusy. The sticky key is the ordering
+//     key, else the partition key, else "<producer>-<sequence id>". An
+//     entry is never given to a new owner of its key while another consumer
+//     still holds unacknowledged entries of that key (Pulsar's draining
+//     hashes), so per-key order holds across joins and leaves.
 //   - When a consumer leaves, its unacknowledged entries are redelivered
 //     (redelivery count + 1) to the remaining consumers.
 //   - CLOSE_CONSUMER answers SUCCESS. A reader's subscription disappears
@@ -29,9 +38,10 @@
 //     SUCCESS; otherwise ConsumerBusy.
 //
 // Differences from the real broker:
-//   - No priority levels for Shared dispatch, no consumer-level
-//     maxUnackedMessages blocking, no replicated subscriptions, no
-//     read_compacted (compaction does not exist), no delayed delivery.
+//   - No consumer-level maxUnackedMessages blocking, no replicated
+//     subscriptions, no read_compacted (compaction does not exist), no
+//     delayed delivery; Key_Shared ignores priority levels (as Pulsar's
+//     consistent-hashing selector does) and allowOutOfOrderDelivery.
 
 package pulsar
 
@@ -40,11 +50,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nereusstream/nereus-go/managedledger"
+	"github.com/nereusstream/nereus-go/pulsar/keyshared"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 )
@@ -64,7 +77,10 @@ type consumer struct {
 	sub      *subscription
 	subType  pb.CommandSubscribe_SubType
 	priority int32
-	ranges   [][2]int // Key_Shared STICKY ranges, inclusive
+	since    time.Time
+	metadata map[string]string
+	keyMode  pb.KeySharedMode // Key_Shared only
+	ranges   [][2]int         // Key_Shared STICKY ranges, inclusive
 
 	detachOnce sync.Once
 
@@ -117,11 +133,12 @@ func subscribe(ctx context.Context, c *conn, cmd *pb.CommandSubscribe) (*consume
 		return nil, false, err
 	}
 	cons := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), c: c, sub: sub, subType: cmd.GetSubType(),
-		priority: cmd.GetPriorityLevel(), pendingSlots: map[int64]int{}}
+		priority: cmd.GetPriorityLevel(), pendingSlots: map[int64]int{}, since: time.Now(), metadata: kvMap(cmd.GetMetadata())}
 	if cons.name == "" {
 		cons.name = fmt.Sprintf("consumer-%d", cons.id)
 	}
 	if km := cmd.GetKeySharedMeta(); km != nil && km.GetKeySharedMode() == pb.KeySharedMode_STICKY {
+		cons.keyMode = pb.KeySharedMode_STICKY
 		for _, r := range km.GetHashRanges() {
 			cons.ranges = append(cons.ranges, [2]int{int(r.GetStart()), int(r.GetEnd())})
 		}
@@ -227,8 +244,14 @@ func (s *subscription) addConsumer(c *consumer) (bool, error) {
 	if c.subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return false, newError(pb.ServerError_ConsumerBusy, "exclusive consumer is already connected")
 	}
+	if c.subType == pb.CommandSubscribe_Key_Shared && len(s.consumers) > 0 && s.keyMode != c.keyMode {
+		return false, newError(pb.ServerError_ConsumerBusy, fmt.Sprintf("subscription %s has key-shared mode %v", s.name, s.keyMode))
+	}
+	if c.keyMode == pb.KeySharedMode_STICKY && len(c.ranges) == 0 {
+		return false, newError(pb.ServerError_ConsumerAssignError, "STICKY key-shared consumer without hash ranges")
+	}
 	for _, r := range c.ranges {
-		if r[0] < 0 || r[1] >= wire.KeyHashRange || r[0] > r[1] {
+		if r[0] < 0 || r[1] >= keyshared.DefaultRangeSize || r[0] > r[1] {
 			return false, newError(pb.ServerError_ConsumerAssignError, fmt.Sprintf("bad hash range [%d, %d]", r[0], r[1]))
 		}
 		for _, o := range s.consumers {
@@ -244,7 +267,15 @@ func (s *subscription) addConsumer(c *consumer) (bool, error) {
 	s.consumers = append(s.consumers, c)
 	switch s.subType {
 	case pb.CommandSubscribe_Key_Shared:
-		s.rebuildRing()
+		s.keyMode = c.keyMode
+		if c.keyMode != pb.KeySharedMode_STICKY {
+			if s.ring == nil {
+				s.ring = keyshared.NewRing[*consumer](keyshared.DefaultPoints)
+			}
+			s.ring.Add(c, c.name)
+		}
+	case pb.CommandSubscribe_Shared:
+		s.sortByPriority()
 	case pb.CommandSubscribe_Failover:
 		s.electActive(c)
 	}
@@ -264,18 +295,7 @@ func (s *subscription) electActive(skip *consumer) {
 		s.active = nil
 		return
 	}
-	sorted := append([]*consumer(nil), s.consumers...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		if sorted[i].priority != sorted[j].priority {
-			return sorted[i].priority < sorted[j].priority
-		}
-		return sorted[i].name < sorted[j].name
-	})
-	idx := 0
-	if p := s.t.name.PartitionIndex(); p >= 0 {
-		idx = p % len(sorted)
-	}
-	next := sorted[idx]
+	next := failoverActive(s.consumers, s.t.name.String(), s.t.name.PartitionIndex())
 	if next == s.active {
 		return
 	}
@@ -334,8 +354,8 @@ func (s *subscription) removeConsumer(c *consumer) {
 				s.addReplay(off, &replayItem{slot: slot})
 			}
 		}
-		if s.subType == pb.CommandSubscribe_Key_Shared {
-			s.rebuildRing()
+		if s.subType == pb.CommandSubscribe_Key_Shared && s.ring != nil {
+			s.ring.Remove(c)
 		}
 	case pb.CommandSubscribe_Failover:
 		if s.active == c {
@@ -454,4 +474,51 @@ func (t *topic) deleteSubscription(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// failoverActive picks the active consumer of a Failover subscription as
+// Pulsar's AbstractDispatcherSingleActiveConsumer does: consumers sorted by
+// (priority level, name); only the highest-priority level competes; for
+// partition i the active one is i % n of them, for a non-partitioned topic
+// the owner of the topic name's hash on a ring of 100 points per consumer
+// (Murmur3 of name+j).
+func failoverActive(consumers []*consumer, topic string, partition int) *consumer {
+	sorted := append([]*consumer(nil), consumers...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].priority != sorted[j].priority {
+			return sorted[i].priority < sorted[j].priority
+		}
+		return sorted[i].name < sorted[j].name
+	})
+	n := len(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].priority != sorted[0].priority {
+			n = i
+			break
+		}
+	}
+	if partition >= 0 {
+		return sorted[partition%n]
+	}
+	type point struct {
+		hash int32
+		idx  int
+	}
+	ring := map[int32]int{}
+	for i := 0; i < n; i++ {
+		for j := 0; j < 100; j++ {
+			ring[int32(keyshared.Murmur3([]byte(sorted[i].name+strconv.Itoa(j)))&0x7fffffff)] = i
+		}
+	}
+	pts := make([]point, 0, len(ring))
+	for h, i := range ring {
+		pts = append(pts, point{h, i})
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].hash < pts[j].hash })
+	th := int32(keyshared.Murmur3([]byte(topic)) & 0x7fffffff)
+	k := sort.Search(len(pts), func(i int) bool { return pts[i].hash >= th })
+	if k == len(pts) {
+		k = 0
+	}
+	return sorted[pts[k].idx]
 }

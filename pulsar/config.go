@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -18,6 +19,15 @@ type Config struct {
 	// HTTPAdvertisedURL is the admin/HTTP URL returned by HTTP lookups
 	// (e.g. "http://127.0.0.1:8080"). Default: empty.
 	HTTPAdvertisedURL string
+	// Endpoints, when set, replace AdvertisedAddr and HTTPAdvertisedURL:
+	// the advertised Pulsar and HTTP endpoints of this broker, grouped by
+	// listener name. LOOKUP answers the pulsar:// and pulsar+ssl:// URLs of
+	// the group the client asks for (advertised_listener_name), else of the
+	// listener it is connected through; HTTP lookups answer the group named
+	// by ?listenerName= or the X-Pulsar-ListenerName header, else
+	// "internal" (else the first). An endpoint without a host is completed
+	// with the host the client reached.
+	Endpoints []listener.Endpoint
 	// ClusterName names the cluster in generated producer names and admin
 	// answers (default "standalone").
 	ClusterName string

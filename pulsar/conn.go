@@ -13,14 +13,18 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 )
 
 // conn is one client connection.
 type conn struct {
-	s   *Server
-	nc  net.Conn
+	s  *Server
+	nc net.Conn
+	// ln is the listener the connection arrived on (its group name picks
+	// the URLs LOOKUP answers with).
+	ln  *listener.Bound
 	log *slog.Logger
 
 	out       chan []byte
@@ -40,9 +44,9 @@ type conn struct {
 	wg        sync.WaitGroup // slow-command goroutines
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, ln *listener.Bound) *conn {
 	c := &conn{
-		s: s, nc: nc,
+		s: s, nc: nc, ln: ln,
 		log:       s.log.With("remote", nc.RemoteAddr().String()),
 		out:       make(chan []byte, 512),
 		closed:    make(chan struct{}),
@@ -55,6 +59,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 
 func (c *conn) run() {
 	defer c.s.removeConn(c)
+	if err := listener.Handshake(c.nc, 0); err != nil {
+		c.log.Debug("pulsar TLS handshake failed", "listener", c.ln.Spec().ID(), "err", err)
+		c.close()
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,7 +59,7 @@ func startBroker(t testing.TB, cfg Config) *broker {
 	if u := os.Getenv("NEREUS_PULSAR_URL"); u != "" {
 		return &broker{URL: u, HTTPURL: os.Getenv("NEREUS_PULSAR_HTTP_URL"), external: true}
 	}
-	if os.Getenv("NEREUS_PULSAR_INPROCESS") != "1" && cfg == (Config{}) {
+	if os.Getenv("NEREUS_PULSAR_INPROCESS") != "1" && reflect.DeepEqual(cfg, Config{}) {
 		ts := testserver.Start(t, testserver.Options{DisableKafka: true})
 		return &broker{URL: "pulsar://" + ts.PulsarAddr(), HTTPURL: ts.URL(), external: true, proc: ts}
 	}

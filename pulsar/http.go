@@ -14,9 +14,12 @@
 //	GET    /admin/v2/tenants                    PUT|POST|GET|DELETE /admin/v2/tenants/{tenant}
 //	GET    /admin/v2/namespaces/{tenant}        PUT|GET|DELETE /admin/v2/namespaces/{tenant}/{ns}
 //	POST   /admin/v2/namespaces/{tenant}/{ns}/deduplication   (body true|false)
+//	GET|POST|DELETE /admin/v2/namespaces/{tenant}/{ns}/retention (stored and reported; not yet applied, see skipped_features)
+//	GET|POST|DELETE /admin/v2/namespaces/{tenant}/{ns}/storageProfile (Nereus: profile of topics created from now on)
 //	GET    /admin/v2/{domain}/{tenant}/{ns}                    (topics and partitions)
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/partitioned        (partitioned topics)
-//	PUT    /admin/v2/{domain}/{tenant}/{ns}/{topic}            (create non-partitioned)
+//	PUT    /admin/v2/{domain}/{tenant}/{ns}/{topic}            (create non-partitioned; body: optional properties,
+//	                                                            "nereus.storage.profile" fixes the stream's profile)
 //	DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}[?force=true]
 //	PUT    /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions (body N: create partitioned)
 //	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions (body N: grow)
@@ -24,6 +27,10 @@
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions
+//	GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId
+//	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate  (seal; producers refused with TopicTerminatedError)
+//	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all            (clear-backlog)
+//	POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{ms}    (reset-cursor --time)
 //	PUT    /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}
 //	DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}
 //	DELETE /admin/v2/schemas/{tenant}/{ns}/{topic}/schema
@@ -38,6 +45,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,6 +56,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
+	"github.com/nereusstream/nereus-go/stream"
 )
 
 type httpAPI struct {
@@ -71,6 +80,12 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("DELETE /admin/v2/namespaces/{tenant}/{ns}", a.deleteNamespace)
 	mux.HandleFunc("POST /admin/v2/namespaces/{tenant}/{ns}/deduplication", a.setDeduplication)
 	mux.HandleFunc("GET /admin/v2/namespaces/{tenant}/{ns}/topics", a.namespaceTopics)
+	mux.HandleFunc("GET /admin/v2/namespaces/{tenant}/{ns}/retention", a.getRetention)
+	mux.HandleFunc("POST /admin/v2/namespaces/{tenant}/{ns}/retention", a.setRetention)
+	mux.HandleFunc("DELETE /admin/v2/namespaces/{tenant}/{ns}/retention", a.setRetention)
+	mux.HandleFunc("GET /admin/v2/namespaces/{tenant}/{ns}/storageProfile", a.getStorageProfile)
+	mux.HandleFunc("POST /admin/v2/namespaces/{tenant}/{ns}/storageProfile", a.setStorageProfile)
+	mux.HandleFunc("DELETE /admin/v2/namespaces/{tenant}/{ns}/storageProfile", a.setStorageProfile)
 	mux.HandleFunc("GET /admin/v2/schemas/{tenant}/{ns}/{topic}/schema", a.getSchema)
 	mux.HandleFunc("GET /admin/v2/schemas/{tenant}/{ns}/{topic}/schema/{version}", a.getSchema)
 	mux.HandleFunc("DELETE /admin/v2/schemas/{tenant}/{ns}/{topic}/schema", a.deleteSchema)
@@ -85,6 +100,10 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats", a.topicStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats", a.partitionedStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.listSubscriptions)
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId", a.lastMessageID)
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate", a.terminate)
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all", a.skipAll)
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.resetCursorByTime)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.createSubscription)
 	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.deleteSubscription)
 	return mux
@@ -144,6 +163,34 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	if _, ok := a.topicName(w, r); !ok {
 		return
 	}
+	name := r.URL.Query().Get("listenerName")
+	if name == "" {
+		name = r.Header.Get("X-Pulsar-ListenerName")
+	}
+	var plain, tls string
+	if len(a.s.cfg.Endpoints) == 0 {
+		plain = a.legacyBrokerURL(r)
+	} else {
+		var ok bool
+		if plain, tls, ok = a.s.brokerURLs(name, r.Host); !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"reason": "the broker do not have " + name + " listener"})
+			return
+		}
+	}
+	httpURL, httpsURL := a.s.httpURLs(name, r.Host)
+	native := plain
+	if native == "" {
+		native = tls
+	}
+	writeJSON(w, 200, map[string]string{
+		"brokerUrl": plain, "brokerUrlTls": tls,
+		"httpUrl": httpURL, "httpUrlTls": httpsURL, "nativeUrl": native,
+	})
+}
+
+// legacyBrokerURL is the lookup answer of a broker configured with a single
+// AdvertisedAddr (no Endpoints).
+func (a *httpAPI) legacyBrokerURL(r *http.Request) string {
 	broker := a.s.AdvertisedAddr()
 	if adv := a.s.advertisedFor(""); adv == broker {
 		// Wildcard listener and no AdvertisedAddr: use the host the HTTP
@@ -158,14 +205,7 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	} else {
 		broker = adv
 	}
-	httpURL := a.s.cfg.HTTPAdvertisedURL
-	if httpURL == "" {
-		httpURL = "http://" + r.Host
-	}
-	writeJSON(w, 200, map[string]string{
-		"brokerUrl": "pulsar://" + broker, "brokerUrlTls": "",
-		"httpUrl": httpURL, "httpUrlTls": "", "nativeUrl": "pulsar://" + broker,
-	})
+	return "pulsar://" + broker
 }
 
 func (a *httpAPI) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -371,9 +411,262 @@ func (a *httpAPI) createTopic(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, managedledger.ErrTopicExists)
 		return
 	}
-	if _, err := a.s.ml.Open(ctx, n, true); err != nil {
+	// Body: optional topic properties (pulsar-admin topics create
+	// --metadata); "nereus.storage.profile" picks the stream's profile.
+	var props map[string]string
+	if body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20)); len(strings.TrimSpace(string(body))) > 0 {
+		if err := json.Unmarshal(body, &props); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"reason": "body must be a JSON object of topic properties: " + err.Error()})
+			return
+		}
+	}
+	profile := stream.ProfileUnspecified
+	if v := props[StorageProfileProperty]; v != "" {
+		p, err := stream.ParseProfile(v)
+		if err != nil {
+			writeJSON(w, http.StatusPreconditionFailed, map[string]string{"reason": err.Error()})
+			return
+		}
+		profile = p
+	}
+	if _, err := a.s.ml.CreateWithProfile(ctx, n, profile); err != nil {
 		writeErr(w, err)
 		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// StorageProfileProperty is the topic property (and the meaning of the
+// namespace storageProfile policy) that chooses a new topic's storage
+// profile; it is fixed when the topic's stream is created.
+const StorageProfileProperty = "nereus.storage.profile"
+
+func (a *httpAPI) getRetention(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	p, err := a.s.ml.GetNamespace(ctx, nsName(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if p.Retention == nil {
+		// Pulsar answers the broker default (no retention) as zeros.
+		writeJSON(w, 200, managedledger.RetentionPolicies{})
+		return
+	}
+	writeJSON(w, 200, p.Retention)
+}
+
+func (a *httpAPI) setRetention(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	var rp *managedledger.RetentionPolicies
+	if r.Method == http.MethodPost {
+		rp = &managedledger.RetentionPolicies{}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+		if err := json.Unmarshal(body, rp); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"reason": "body must be {\"retentionTimeInMinutes\":N,\"retentionSizeInMB\":M}"})
+			return
+		}
+		if rp.RetentionTimeInMinutes < -1 || rp.RetentionSizeInMB < -1 {
+			writeJSON(w, http.StatusPreconditionFailed, map[string]string{"reason": "retention values must be >= -1 (-1 = infinite)"})
+			return
+		}
+	}
+	if err := a.s.ml.SetNamespacePolicies(ctx, nsName(r), func(p *managedledger.NamespacePolicies) { p.Retention = rp }); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *httpAPI) getStorageProfile(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	p, err := a.s.ml.GetNamespace(ctx, nsName(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	name := p.StorageProfile
+	if name == "" {
+		name = a.s.defaultProfile().String()
+	}
+	writeJSON(w, 200, name)
+}
+
+func (a *httpAPI) setStorageProfile(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	name := ""
+	if r.Method == http.MethodPost {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 256))
+		name = strings.Trim(strings.TrimSpace(string(body)), `"`)
+		p, err := stream.ParseProfile(name)
+		if err != nil || name == "" {
+			writeJSON(w, http.StatusPreconditionFailed, map[string]string{"reason": "body must be a storage profile name: " + fmt.Sprint(err)})
+			return
+		}
+		name = p.String()
+	}
+	if err := a.s.ml.SetNamespacePolicies(ctx, nsName(r), func(p *managedledger.NamespacePolicies) { p.StorageProfile = name }); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// lastMessageID answers pulsar-admin topics last-message-id: the last
+// entry's id ({"ledgerId":L,"entryId":-1} on an empty topic), with the
+// batch index of a batched last entry.
+func (a *httpAPI) lastMessageID(w http.ResponseWriter, r *http.Request) {
+	n, ok := a.topicName(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, err := a.s.getTopic(ctx, n, false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	id, err := lastMessageID(ctx, t.ledger)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": n.PartitionIndex()}
+	if id.BatchIndex != nil {
+		out["batchIndex"] = id.GetBatchIndex()
+		out["batchSize"] = id.GetBatchSize()
+	}
+	writeJSON(w, 200, out)
+}
+
+// terminate is pulsar-admin topics terminate: the topic's stream is sealed
+// (no more appends, reads continue), its producers are closed — they
+// reconnect and are refused with TopicTerminatedError — and the answer is
+// the last message id.
+func (a *httpAPI) terminate(w http.ResponseWriter, r *http.Request) {
+	n, ok := a.topicName(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, err := a.s.getTopic(ctx, n, false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t.appendMu.Lock()
+	err = t.ledger.Terminate(ctx)
+	if err == nil {
+		t.writerReady = false // the next producer re-prepares and meets the seal
+	}
+	t.appendMu.Unlock()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t.mu.Lock()
+	ps := make([]*producer, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		p.closeByBroker()
+	}
+	id, err := lastMessageID(ctx, t.ledger)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": n.PartitionIndex()})
+}
+
+// skipAll is pulsar-admin topics clear-backlog: everything published so
+// far is acknowledged on the subscription.
+func (a *httpAPI) skipAll(w http.ResponseWriter, r *http.Request) {
+	a.moveCursor(w, r, func(ctx context.Context, l *managedledger.Ledger) (int64, error) {
+		_, end, err := l.Bounds(ctx)
+		return end, err
+	})
+}
+
+// resetCursorByTime is pulsar-admin topics reset-cursor --time: the
+// subscription restarts at the first entry published at or after the
+// timestamp (milliseconds).
+func (a *httpAPI) resetCursorByTime(w http.ResponseWriter, r *http.Request) {
+	ts, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
+	if err != nil {
+		writeJSON(w, http.StatusPreconditionFailed, map[string]string{"reason": "timestamp must be milliseconds since the epoch"})
+		return
+	}
+	a.moveCursor(w, r, func(ctx context.Context, l *managedledger.Ledger) (int64, error) {
+		return l.OffsetForTimestamp(ctx, ts)
+	})
+}
+
+// moveCursor repositions an existing durable subscription at the offset
+// target computes; connected consumers are closed and reconnect from
+// there, as after a SEEK.
+func (a *httpAPI) moveCursor(w http.ResponseWriter, r *http.Request, target func(context.Context, *managedledger.Ledger) (int64, error)) {
+	n, ok := a.topicName(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, err := a.s.getTopic(ctx, n, false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	name := r.PathValue("sub")
+	if exists, err := t.ledger.CursorExists(ctx, name); err != nil {
+		writeErr(w, err)
+		return
+	} else if !exists {
+		writeErr(w, fmt.Errorf("%w: subscription %s", managedledger.ErrCursorNotFound, name))
+		return
+	}
+	off, err := target(ctx, t.ledger)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	start, end, err := t.ledger.Bounds(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	off = min(max(off, start), end)
+	sub, err := t.openSubscription(ctx, &pb.CommandSubscribe{Subscription: &name, Durable: boolPtr(true),
+		InitialPosition: pb.CommandSubscribe_Latest.Enum()})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var consumers []*consumer
+	sub.call(func() {
+		sub.cursor.Reset(off)
+		sub.rewind()
+		sub.readPos = off
+		sub.redeliveries = map[int64]uint32{}
+		consumers = append(consumers, sub.consumers...)
+		for _, cs := range consumers {
+			cs.permits = 0
+		}
+	})
+	if err := sub.cursor.Flush(ctx); err != nil {
+		writeErr(w, err)
+		return
+	}
+	for _, cs := range consumers {
+		cs.closeByBroker()
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -527,17 +820,24 @@ func (a *httpAPI) deletePartitioned(w http.ResponseWriter, r *http.Request) {
 
 // Stats JSON shapes (a subset of Pulsar's TopicStats).
 type publisherStats struct {
-	ProducerName string `json:"producerName"`
-	ProducerID   uint64 `json:"producerId"`
-	Address      string `json:"address"`
-	AccessMode   string `json:"accessMode"`
+	ProducerName   string            `json:"producerName"`
+	ProducerID     uint64            `json:"producerId"`
+	Address        string            `json:"address"`
+	AccessMode     string            `json:"accessMode"`
+	ClientVersion  string            `json:"clientVersion"`
+	ConnectedSince string            `json:"connectedSince"`
+	Metadata       map[string]string `json:"metadata"`
 }
 
 type consumerStats struct {
-	ConsumerName     string `json:"consumerName"`
-	AvailablePermits int64  `json:"availablePermits"`
-	UnackedMessages  int    `json:"unackedMessages"`
-	Address          string `json:"address"`
+	ConsumerName     string            `json:"consumerName"`
+	AvailablePermits int64             `json:"availablePermits"`
+	UnackedMessages  int               `json:"unackedMessages"`
+	Address          string            `json:"address"`
+	ClientVersion    string            `json:"clientVersion"`
+	ConnectedSince   string            `json:"connectedSince"`
+	PriorityLevel    int32             `json:"priorityLevel"`
+	Metadata         map[string]string `json:"metadata"`
 }
 
 type subscriptionStats struct {
@@ -563,6 +863,9 @@ type topicStatsJSON struct {
 	StorageSize      int64                        `json:"storageSize"`
 	EntriesCount     int64                        `json:"entriesCount"`
 	Publishers       []publisherStats             `json:"publishers"`
+	WaitingProducers int                          `json:"waitingProducersCount"`
+	TopicEpoch       uint64                       `json:"topicEpoch"`
+	StorageProfile   string                       `json:"nereusStorageProfile"`
 	Subscriptions    map[string]subscriptionStats `json:"subscriptions"`
 }
 
@@ -585,17 +888,18 @@ func (s *Server) topicStats(ctx context.Context, n managedledger.TopicName) (top
 		out.AverageMsgSize = out.MsgThroughputIn / out.MsgRateIn
 	}
 	out.StorageSize = info.CommittedBytes
+	out.StorageProfile = info.Profile.String()
 	out.EntriesCount = info.EndOffset - info.StartOffset
 	out.Publishers = []publisherStats{}
 	out.Subscriptions = map[string]subscriptionStats{}
 	t.mu.Lock()
 	for _, p := range t.producers {
-		mode := "Shared"
-		if p.exclusive {
-			mode = "Exclusive"
-		}
-		out.Publishers = append(out.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.c.nc.RemoteAddr().String(), AccessMode: mode})
+		out.Publishers = append(out.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.c.nc.RemoteAddr().String(),
+			AccessMode: p.mode.String(), ClientVersion: p.c.clientVersion, ConnectedSince: p.since.UTC().Format(time.RFC3339Nano),
+			Metadata: nonNilMap(p.metadata)})
 	}
+	out.WaitingProducers = len(t.waiting)
+	out.TopicEpoch = t.epoch
 	t.mu.Unlock()
 	sort.Slice(out.Publishers, func(i, j int) bool { return out.Publishers[i].ProducerName < out.Publishers[j].ProducerName })
 	loaded := map[string]bool{}
@@ -606,7 +910,8 @@ func (s *Server) topicStats(ctx context.Context, n managedledger.TopicName) (top
 			ss.Type = sub.subType.String()
 			for _, c := range sub.consumers {
 				ss.Consumers = append(ss.Consumers, consumerStats{ConsumerName: c.name, AvailablePermits: c.permits, UnackedMessages: c.unacked,
-					Address: c.c.nc.RemoteAddr().String()})
+					Address: c.c.nc.RemoteAddr().String(), ClientVersion: c.c.clientVersion, ConnectedSince: c.since.UTC().Format(time.RFC3339Nano),
+					PriorityLevel: c.priority, Metadata: nonNilMap(c.metadata)})
 				ss.UnackedMessages += c.unacked
 			}
 		})

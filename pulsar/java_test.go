@@ -11,16 +11,15 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // requireOrSkip skips when an external tool is missing, or fails when
 // NEREUS_REQUIRE_EXTERNAL=1 (CI) says it must be there.
 func requireOrSkip(t *testing.T, what string, err error) {
 	t.Helper()
-	if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-		t.Fatalf("%s unavailable and NEREUS_REQUIRE_EXTERNAL=1: %v", what, err)
-	}
-	t.Skipf("%s unavailable (set NEREUS_REQUIRE_EXTERNAL=1 to make this a failure): %v", what, err)
+	testenv.SkipOrFail(t, "%s unavailable: %v", what, err)
 }
 
 // TestJavaClient runs the Java Pulsar client (org.apache.pulsar:pulsar-client

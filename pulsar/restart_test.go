@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/managedledger"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestDurableSubscriptionSurvivesCrash(t *testing.T) {
 	b := startBroker(t, Config{})
 	if !b.canCrash() {
-		t.Skip("external broker without NEREUS_PULSAR_RESTART_CMD: cannot crash it")
+		testenv.SkipOrFail(t, "external broker without NEREUS_PULSAR_RESTART_CMD: cannot crash it")
 	}
 	c := b.client(t)
 	const n, k = 200, 120
@@ -91,7 +92,7 @@ func TestDurableSubscriptionSurvivesCrash(t *testing.T) {
 func TestDeduplicationAcrossRestart(t *testing.T) {
 	b := startBroker(t, Config{})
 	if !b.canCrash() {
-		t.Skip("external broker without NEREUS_PULSAR_RESTART_CMD: cannot crash it")
+		testenv.SkipOrFail(t, "external broker without NEREUS_PULSAR_RESTART_CMD: cannot crash it")
 	}
 	topic := newTopic("dedup")
 	c1 := b.client(t)
@@ -154,7 +155,7 @@ func TestDeduplicationAcrossRestart(t *testing.T) {
 func TestStaleBrokerIsFenced(t *testing.T) {
 	a := startInProcessBroker(t, Config{})
 	if a.external {
-		t.Skip("needs two in-process brokers")
+		testenv.SkipOrFail(t, "needs two in-process brokers, not an external one")
 	}
 	b := &broker{storage: a.storage, meta: a.meta}
 	b.start(t)
@@ -202,7 +203,7 @@ func TestStaleBrokerIsFenced(t *testing.T) {
 func TestDedupSnapshotAndReplay(t *testing.T) {
 	b := startInProcessBroker(t, Config{})
 	if b.external {
-		t.Skip("needs an in-process broker to crash")
+		testenv.SkipOrFail(t, "needs an in-process broker to crash, not an external one")
 	}
 	topic := newTopic("dedupsnap")
 	c := b.client(t)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
@@ -31,7 +32,7 @@ type Server struct {
 	cancel      context.CancelFunc
 
 	mu        sync.Mutex
-	listeners []net.Listener
+	listeners []*listener.Bound
 	conns     map[*conn]struct{}
 	topics    map[string]*topicLoad
 	closing   bool
@@ -87,9 +88,13 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	return s, nil
 }
 
-// Serve accepts Pulsar connections on ln until Shutdown. It returns nil
-// after Shutdown, or the listener's error.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts Pulsar connections on ln until Shutdown; it may be called
+// for several listeners at once. A *listener.Bound brings its name and
+// security (pulsar+ssl:// listeners run the TLS handshake on the
+// connection's goroutine); any other listener is a plaintext one. It
+// returns nil after Shutdown, or the listener's error.
+func (s *Server) Serve(l net.Listener) error {
+	ln := listener.Wrap(l, listener.Pulsar, listener.DefaultName)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -117,7 +122,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, ln)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -156,6 +161,93 @@ func (s *Server) advertisedFor(local string) string {
 		}
 	}
 	return adv
+}
+
+// brokerURLs are the pulsar:// and pulsar+ssl:// URLs of this broker in the
+// listener group name ("" for the default), with missing hosts completed
+// from host (the address the client reached). ok is false when the broker
+// has no listener of that name.
+func (s *Server) brokerURLs(name, host string) (plain, tls string, ok bool) {
+	if len(s.cfg.Endpoints) == 0 {
+		if name != "" && name != listener.DefaultName {
+			return "", "", false
+		}
+		return "pulsar://" + s.advertisedFor(host), "", true
+	}
+	if name == "" {
+		name = s.defaultGroup(listener.Pulsar)
+	}
+	for _, e := range s.cfg.Endpoints {
+		if e.Protocol != listener.Pulsar || e.Name != name {
+			continue
+		}
+		ok = true
+		if e.Host == "" {
+			e.Host = hostOnly(host)
+		}
+		if e.Security.TLS {
+			tls = e.URL()
+		} else {
+			plain = e.URL()
+		}
+	}
+	return plain, tls, ok
+}
+
+// httpURLs are the http:// and https:// URLs of this broker's admin API for
+// listener group name (falling back to any HTTP listener), completed with
+// host (the Host the HTTP client used).
+func (s *Server) httpURLs(name, host string) (plain, tls string) {
+	if len(s.cfg.Endpoints) == 0 {
+		if s.cfg.HTTPAdvertisedURL != "" {
+			return s.cfg.HTTPAdvertisedURL, ""
+		}
+		return "http://" + host, ""
+	}
+	pick := func(match func(listener.Endpoint) bool) {
+		for _, e := range s.cfg.Endpoints {
+			if e.Protocol != listener.HTTP || !match(e) {
+				continue
+			}
+			if e.Host == "" {
+				e.Host = hostOnly(host)
+			}
+			if e.Security.TLS && tls == "" {
+				tls = e.URL()
+			} else if !e.Security.TLS && plain == "" {
+				plain = e.URL()
+			}
+		}
+	}
+	pick(func(e listener.Endpoint) bool { return e.Name == name })
+	pick(func(listener.Endpoint) bool { return true })
+	return plain, tls
+}
+
+// defaultGroup is "internal" when the broker has such a listener group of
+// protocol p, else the first group.
+func (s *Server) defaultGroup(p listener.Protocol) string {
+	first := ""
+	for _, e := range s.cfg.Endpoints {
+		if e.Protocol != p {
+			continue
+		}
+		if e.Name == listener.DefaultName {
+			return e.Name
+		}
+		if first == "" {
+			first = e.Name
+		}
+	}
+	return first
+}
+
+// hostOnly strips a port from host:port ("" stays "").
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }
 
 // Shutdown stops accepting connections, tells clients their producers and
@@ -368,4 +460,13 @@ func (s *Server) statsLoop() {
 			}
 		}
 	}
+}
+
+// defaultProfile is the storage profile of new topics without a namespace
+// or topic storage-profile policy.
+func (s *Server) defaultProfile() stream.Profile {
+	if s.cfg.StorageProfile == stream.ProfileUnspecified {
+		return stream.DefaultProfile
+	}
+	return s.cfg.StorageProfile
 }

@@ -18,7 +18,11 @@ package pulsar
 //   - Message chunking: chunks are stored and dispatched as ordinary entries
 //     (clients reassemble); no broker-side chunk validation.
 //   - Compaction and read_compacted: no compacted view exists.
-//   - Retention and backlog quotas, publish/dispatch rate limits, topic
+//   - Retention policies are stored and reported (namespace retention REST
+//     paths) but not applied: applying them needs the core's protection
+//     floor from the lifecycle issue, so that time/size retention never
+//     trims entries a subscription has not acknowledged (Pulsar's rule).
+//   - Backlog quotas, publish/dispatch rate limits, topic
 //     policies, namespace bundles, load balancing and topic ownership
 //     transfer between brokers: every broker serves every topic; ownership is
 //     the stream core's append session, and a broker started later fences
@@ -32,11 +36,11 @@ package pulsar
 //     shuts down.
 //   - Geo-replication and replicated subscriptions.
 //   - Non-persistent topics: accepted, but stored like persistent ones.
-//   - Shared-subscription priority levels and maxUnackedMessagesPerConsumer
-//     blocking; consumer epochs (the client filters stale messages).
+//   - maxUnackedMessagesPerConsumer blocking; consumer epochs (the client
+//     filters stale messages).
 //   - Schema compatibility strategies: schemas are versioned, never checked
 //     unless Config.EnforceSchema (then only the type is compared).
-//   - WaitForExclusive producers are refused with ProducerBusy instead of
-//     being queued.
-//   - REACHED_END_OF_TOPIC / topic termination: pulsar-client-go does not
-//     handle the command, so it is never sent.
+//   - REACHED_END_OF_TOPIC: topics can be terminated (admin POST
+//     .../terminate seals the stream; producers get TopicTerminatedError),
+//     but consumers at the end are not told: pulsar-client-go v0.19 does not
+//     handle the command (it would close the connection), so it is never sent.

@@ -2,14 +2,15 @@ package pulsar
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nereusstream/nereus-go/managedledger"
+	"github.com/nereusstream/nereus-go/pulsar/keyshared"
 	"github.com/nereusstream/nereus-go/pulsar/pb"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 )
@@ -25,6 +26,9 @@ type subscription struct {
 	cursor  *managedledger.Cursor
 	durable bool
 
+	// Counters for metrics (any goroutine).
+	dispatched, redelivered atomic.Int64
+
 	cmds     chan func()
 	stopCh   chan struct{}
 	done     chan struct{}
@@ -38,10 +42,11 @@ type subscription struct {
 	pending      map[int64]*consumer   // delivered, not yet acknowledged
 	replay       map[int64]*replayItem // to deliver again (redelivery, key order)
 	redeliveries map[int64]uint32
-	slotPending  map[int]*slotState // Key_Shared: slot -> consumer holding unacked entries
-	replaySlots  map[int]int        // Key_Shared: slot -> entries waiting in replay
-	ring         []ringPoint        // Key_Shared AUTO_SPLIT assignment
-	active       *consumer          // Failover
+	slotPending  map[int]*slotState // Key_Shared: sticky-key hash -> consumer holding unacked entries
+	replaySlots  map[int]int        // Key_Shared: sticky-key hash -> entries waiting in replay
+	keyMode      pb.KeySharedMode   // Key_Shared: AUTO_SPLIT (consistent hashing) or STICKY
+	ring         *keyshared.Ring[*consumer]
+	active       *consumer // Failover
 	notify       <-chan struct{}
 	retryAt      time.Time
 }
@@ -54,11 +59,6 @@ type replayItem struct {
 type slotState struct {
 	c *consumer
 	n int
-}
-
-type ringPoint struct {
-	hash uint32
-	c    *consumer
 }
 
 func newSubscription(t *topic, name string, cursor *managedledger.Cursor, durable bool) *subscription {
@@ -226,13 +226,13 @@ func (s *subscription) dispatch() bool {
 			s.readPos = e.Offset + 1
 			continue
 		}
-		c := s.choose(pl, -1)
+		c := s.choose(pl)
 		if c == nil {
 			if s.subType == pb.CommandSubscribe_Key_Shared && s.canReceive() {
 				// The key's consumer is busy: hold the entry back and keep
 				// going for other keys (per-key order is kept because later
 				// entries of the same slot queue behind it).
-				s.addReplay(e.Offset, &replayItem{e: e, slot: slotOf(pl)})
+				s.addReplay(e.Offset, &replayItem{e: e, slot: s.slotOf(pl)})
 				s.readPos = e.Offset + 1
 				progressed = true
 				continue
@@ -266,15 +266,19 @@ func (s *subscription) parse(e *managedledger.Entry) (*wire.Payload, bool) {
 	return &pl, true
 }
 
-func slotOf(pl *wire.Payload) int {
-	k := pl.Key()
-	if k == nil {
-		k = []byte("NONE_KEY")
+// slotOf is the entry's sticky-key hash in the subscription's hash space:
+// [1, 65535] for consistent hashing (AUTO_SPLIT), [0, 65535] for STICKY
+// ranges, as Pulsar's selectors compute it.
+func (s *subscription) slotOf(pl *wire.Payload) int {
+	r := keyshared.ConsistentRange
+	if s.keyMode == pb.KeySharedMode_STICKY {
+		r = keyshared.StickyRange
 	}
-	return wire.StickyKeyHash(k)
+	return keyshared.StickyKeyHash(pl.StickyKey(), r)
 }
 
 func (s *subscription) addReplay(off int64, it *replayItem) {
+	s.redelivered.Add(1)
 	if old, ok := s.replay[off]; ok {
 		if old.e == nil && it.e != nil {
 			old.e = it.e
@@ -341,7 +345,7 @@ func (s *subscription) dispatchReplay(ctx context.Context) bool {
 		}
 		slot := -1
 		if s.subType == pb.CommandSubscribe_Key_Shared {
-			slot = slotOf(pl)
+			slot = s.slotOf(pl)
 			if it.slot < 0 {
 				it.slot = slot
 				s.replaySlots[slot]++
@@ -367,9 +371,9 @@ func (s *subscription) dispatchReplay(ctx context.Context) bool {
 }
 
 // choose picks the consumer for a first delivery, nil if none can take it.
-func (s *subscription) choose(pl *wire.Payload, _ int) *consumer {
+func (s *subscription) choose(pl *wire.Payload) *consumer {
 	if s.subType == pb.CommandSubscribe_Key_Shared {
-		slot := slotOf(pl)
+		slot := s.slotOf(pl)
 		if s.replaySlots[slot] > 0 {
 			return nil // an earlier entry of this key is waiting
 		}
@@ -392,16 +396,61 @@ func (s *subscription) chooseReplay(pl *wire.Payload, slot int) *consumer {
 		return nil
 	case pb.CommandSubscribe_Key_Shared:
 		if slot < 0 {
-			slot = slotOf(pl)
+			slot = s.slotOf(pl)
 		}
 		return s.keyOwner(slot)
 	}
+	return s.nextShared()
+}
+
+// sortByPriority keeps Shared consumers ordered by priority level (0 is
+// the highest), in arrival order within a level, as Pulsar's consumerList.
+func (s *subscription) sortByPriority() {
+	sort.SliceStable(s.consumers, func(i, j int) bool { return s.consumers[i].priority < s.consumers[j].priority })
+}
+
+// nextShared is Pulsar's AbstractDispatcherMultipleConsumers.getNextConsumer:
+// a consumer with permits on a higher priority level than the round-robin
+// position first, else round robin within the current level, else the
+// first available consumer on a lower level.
+func (s *subscription) nextShared() *consumer {
 	n := len(s.consumers)
-	for i := 0; i < n; i++ {
-		c := s.consumers[(s.rr+i)%n]
+	if n == 0 {
+		return nil
+	}
+	if s.rr >= n {
+		s.rr = 0
+	}
+	level := s.consumers[s.rr].priority
+	for i := 0; i < s.rr; i++ {
+		c := s.consumers[i]
+		if c.priority >= level {
+			break
+		}
 		if c.permits > 0 {
-			s.rr = (s.rr + i + 1) % n
+			s.rr = i + 1
 			return c
+		}
+	}
+	first, end := s.rr, s.rr
+	for first > 0 && s.consumers[first-1].priority == level {
+		first--
+	}
+	for end < n && s.consumers[end].priority == level {
+		end++
+	}
+	width := end - first
+	for k := 0; k < width; k++ {
+		i := first + (s.rr-first+k)%width
+		if s.consumers[i].permits > 0 {
+			s.rr = i + 1
+			return s.consumers[i]
+		}
+	}
+	for i := end; i < n; i++ {
+		if s.consumers[i].permits > 0 {
+			s.rr = i + 1
+			return s.consumers[i]
 		}
 	}
 	return nil
@@ -409,24 +458,10 @@ func (s *subscription) chooseReplay(pl *wire.Payload, slot int) *consumer {
 
 // keyOwner returns the consumer owning slot if it may receive now: it has
 // permits and no other consumer still holds unacknowledged entries of the
-// slot (which keeps per-key order across consumer changes).
+// slot (which keeps per-key order across consumer changes, like Pulsar's
+// draining hashes).
 func (s *subscription) keyOwner(slot int) *consumer {
-	var owner *consumer
-	for _, c := range s.consumers {
-		for _, r := range c.ranges {
-			if slot >= r[0] && slot <= r[1] {
-				owner = c
-			}
-		}
-	}
-	if owner == nil && len(s.ring) > 0 {
-		h := uint32(slot)
-		i := sort.Search(len(s.ring), func(i int) bool { return s.ring[i].hash >= h })
-		if i == len(s.ring) {
-			i = 0
-		}
-		owner = s.ring[i].c
-	}
+	owner := s.selectKeyConsumer(slot)
 	if owner == nil || owner.permits <= 0 {
 		return nil
 	}
@@ -436,21 +471,24 @@ func (s *subscription) keyOwner(slot int) *consumer {
 	return owner
 }
 
-// rebuildRing assigns the Key_Shared hash space among AUTO_SPLIT consumers
-// by consistent hashing (100 points each), so a joining or leaving
-// consumer moves only a share of the keys.
-func (s *subscription) rebuildRing() {
-	s.ring = s.ring[:0]
-	for _, c := range s.consumers {
-		if len(c.ranges) > 0 {
-			continue
+// selectKeyConsumer is Pulsar's selector: the STICKY consumer whose
+// declared range holds slot, or the consistent-hashing ring's choice.
+func (s *subscription) selectKeyConsumer(slot int) *consumer {
+	if s.keyMode == pb.KeySharedMode_STICKY {
+		for _, c := range s.consumers {
+			for _, r := range c.ranges {
+				if slot >= r[0] && slot <= r[1] {
+					return c
+				}
+			}
 		}
-		for i := 0; i < 100; i++ {
-			key := fmt.Sprintf("%s#%d#%d", c.name, c.id, i)
-			s.ring = append(s.ring, ringPoint{hash: uint32(wire.StickyKeyHash([]byte(key))), c: c})
-		}
+		return nil
 	}
-	sort.Slice(s.ring, func(i, j int) bool { return s.ring[i].hash < s.ring[j].hash })
+	if s.ring == nil {
+		return nil
+	}
+	c, _ := s.ring.Select(slot)
+	return c
 }
 
 func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Payload) {
@@ -481,7 +519,7 @@ func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Pay
 	c.unacked++
 	s.pending[e.Offset] = c
 	if s.subType == pb.CommandSubscribe_Key_Shared {
-		slot := slotOf(pl)
+		slot := s.slotOf(pl)
 		sp := s.slotPending[slot]
 		if sp == nil || sp.n == 0 {
 			sp = &slotState{c: c}
@@ -490,6 +528,7 @@ func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Pay
 		sp.n++
 		c.pendingSlots[e.Offset] = slot
 	}
+	s.dispatched.Add(1)
 	s.t.stats.msgOut.Add(int64(n))
 	s.t.stats.bytesOut.Add(int64(len(pl.Message)))
 }

@@ -28,6 +28,8 @@ type topic struct {
 	mu        sync.Mutex
 	producers map[string]*producer // by producer name
 	exclusive string               // name of the producer holding exclusive access
+	waiting   []*waitingProducer   // WaitForExclusive producers queued for access, in arrival order
+	epoch     uint64               // topic epoch: bumped at every exclusive acquisition
 	subs      map[string]*subscription
 	closed    bool
 
@@ -100,6 +102,13 @@ func (t *topic) prepareWriter(ctx context.Context) error {
 	defer t.appendMu.Unlock()
 	if t.writerReady {
 		return nil
+	}
+	info, err := t.ledger.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.State == stream.StateSealed {
+		return newError(pb.ServerError_TopicTerminatedError, "topic "+t.name.String()+" was terminated")
 	}
 	if err := t.ledger.AcquireWriter(ctx); err != nil {
 		return err

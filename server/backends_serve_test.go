@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/internal/testenv/etcdtest"
+	"github.com/nereusstream/nereus-go/internal/testenv/restload"
 	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/objectstore/s3store"
@@ -85,39 +85,8 @@ func TestServeOnS3AndEtcdSurvivesKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acks := &ackLog{byOff: map[int64]string{}}
-	fatal := make(chan error, 16)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for cycle := range cycles {
-		before := acks.size()
-		lctx, stopLoad := context.WithCancel(context.Background())
-		wg := load(lctx, c, name, cycle, 4, acks, fatal)
-		deadline := time.Now().Add(60 * time.Second)
-		for acks.size() < before+50 && time.Now().Before(deadline) {
-			select {
-			case err := <-fatal:
-				stopLoad()
-				t.Fatal(err)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-		if acks.size() < before+50 {
-			stopLoad()
-			t.Fatalf("cycle %d: only %d appends acknowledged in 60s", cycle, acks.size()-before)
-		}
-		time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
-		srv.Kill()
-		stopLoad()
-		wg.Wait()
-		select {
-		case err := <-fatal:
-			t.Fatal(err)
-		default:
-		}
-		srv.Restart()
-		verify(t, c, name, acks)
-		t.Logf("cycle %d: %d acknowledged appends verified after SIGKILL+restart", cycle, acks.size())
-	}
+	load := restload.New(c, name)
+	restload.KillCycles(t, srv, load, cycles, 50, 3)
 
 	// Where the data went: WAL segments under the bucket prefix, stream
 	// heads under the etcd prefix, and neither embedded store in the
@@ -154,7 +123,7 @@ func TestServeOnS3AndEtcdSurvivesKill9(t *testing.T) {
 		t.Fatal("the S3 secret key appears in the server log")
 	}
 	t.Logf("%d WAL objects listed (first page), %d etcd keys; %d acknowledged appends over %d SIGKILLs",
-		len(out.Contents), keys.Count, acks.size(), cycles)
+		len(out.Contents), keys.Count, load.Acks.Count(), cycles)
 }
 
 // TestServeBackendStartupErrors: a missing bucket, an unreachable etcd and

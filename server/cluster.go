@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -53,46 +53,33 @@ func kafkaBrokerID(ctx context.Context, cfg Config, nodeID string, meta metadata
 }
 
 // registryEndpoints are the addresses this node advertises in the cluster
-// registry: the same ones its front ends tell clients. A listener bound to
-// a wildcard address without an advertised address registers the host
-// name (other nodes redirect clients there).
-func registryEndpoints(cfg Config, bound map[string]net.Addr, logger *slog.Logger) ([]cluster.Endpoint, error) {
-	var out []cluster.Endpoint
-	add := func(protocol, listener, configured string, addr net.Addr) error {
-		if addr == nil {
-			return nil
-		}
-		host, port, err := advertised(configured, addr)
-		if err != nil {
-			h, perr := os.Hostname()
-			_, p, serr := net.SplitHostPort(addr.String())
-			pn, aerr := strconv.Atoi(p)
-			if configured != "" || perr != nil || serr != nil || aerr != nil {
-				return fmt.Errorf("%s advertised address: %w", protocol, err)
+// registry: every listener's advertised endpoint (several per protocol,
+// told apart by listener name), the same ones its front ends tell clients.
+// A listener bound to a wildcard address without an advertised address
+// registers the host name (other nodes redirect clients there).
+func registryEndpoints(eps []listener.Endpoint, logger *slog.Logger) []cluster.Endpoint {
+	out := make([]cluster.Endpoint, 0, len(eps))
+	for _, e := range eps {
+		host := e.Host
+		if host == "" {
+			h, err := os.Hostname()
+			if err != nil || h == "" {
+				h = "localhost"
 			}
 			logger.Warn("listener bound to a wildcard address without an advertised address; registering the host name",
-				"protocol", protocol, "host", h)
-			host, port = h, pn
+				"protocol", e.Protocol, "listener", e.Name, "host", h)
+			host = h
 		}
-		out = append(out, cluster.Endpoint{Protocol: protocol, Listener: listener, Host: host, Port: port})
-		return nil
+		out = append(out, cluster.Endpoint{Protocol: string(e.Protocol), Listener: e.Name, Host: host, Port: e.Port,
+			TLS: e.Security.TLS})
 	}
-	if err := add(cluster.ProtocolKafka, "PLAINTEXT", cfg.KafkaAdvertisedAddr, bound["kafka"]); err != nil {
-		return nil, err
-	}
-	if err := add(cluster.ProtocolPulsar, "pulsar", cfg.PulsarAdvertisedAddr, bound["pulsar"]); err != nil {
-		return nil, err
-	}
-	if err := add(cluster.ProtocolHTTP, "http", cfg.HTTPAdvertisedAddr, bound["http"]); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out
 }
 
 // joinCluster registers this node in the cluster registry of its metadata
 // store. On a single node (bbolt metadata) the cluster has one member,
 // which owns everything: the same code path as a many-node cluster.
-func joinCluster(cfg Config, nodeID string, storage stream.Storage, meta metadata.Store, bound map[string]net.Addr,
+func joinCluster(cfg Config, nodeID string, storage stream.Storage, meta metadata.Store, eps []listener.Endpoint,
 	logger *slog.Logger) (*cluster.Node, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.BackendTimeout+cfg.ClusterSessionTTL)
 	defer cancel()
@@ -100,13 +87,9 @@ func joinCluster(cfg Config, nodeID string, storage stream.Storage, meta metadat
 	if err != nil {
 		return nil, err
 	}
-	eps, err := registryEndpoints(cfg, bound, logger)
-	if err != nil {
-		return nil, err
-	}
 	return cluster.Join(ctx, cluster.Config{Metadata: meta, Storage: storage, NodeID: nodeID, KafkaBrokerID: id,
-		Rack: cfg.Rack, Version: Version, Weight: cfg.ClusterWeight, Endpoints: eps, SessionTTL: cfg.ClusterSessionTTL,
-		Logger: logger})
+		Rack: cfg.Rack, Version: Version, Weight: cfg.ClusterWeight, Endpoints: registryEndpoints(eps, logger),
+		SessionTTL: cfg.ClusterSessionTTL, StreamSessionTTL: cfg.SessionTTL, Logger: logger})
 }
 
 // clusterCollector exports the node's cluster counters at scrape time.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nereusstream/nereus-go/listener"
 )
 
 // Config is everything `nereus serve` is configured with. Zero values are
@@ -39,6 +41,41 @@ type Config struct {
 	// PulsarAddr is the Pulsar binary-protocol listener address (default
 	// "127.0.0.1:6650"); empty disables the Pulsar front end.
 	PulsarAddr string
+
+	// KafkaListeners, when set, replaces KafkaAddr with several listeners:
+	// "NAME://HOST:PORT[,...]" as Kafka's `listeners` (NAME a security
+	// protocol PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, or a name mapped
+	// by KafkaListenerSecurityProtocolMap). KafkaAdvertisedListeners is
+	// Kafka's `advertised.listeners` for them (default: each listener's
+	// bound address, or for a wildcard bind the address the client
+	// reached).
+	KafkaListeners                   string
+	KafkaAdvertisedListeners         string
+	KafkaListenerSecurityProtocolMap string
+	// PulsarListeners, when set, replaces PulsarAddr:
+	// "[NAME:]pulsar://HOST:PORT" and "[NAME:]pulsar+ssl://HOST:PORT"
+	// entries (NAME default "internal"; a name groups one plaintext and one
+	// TLS listener, as Pulsar's advertisedListeners). Lookups answer with
+	// the URLs of the group the client connected to, or the one it names.
+	PulsarListeners           string
+	PulsarAdvertisedListeners string
+	// HTTPListeners, when set, replaces HTTPAddr: "[NAME:]http://HOST:PORT"
+	// and "[NAME:]https://HOST:PORT" entries, each serving the admin API,
+	// /healthz, /metrics and Pulsar's HTTP lookup and admin paths.
+	HTTPListeners           string
+	HTTPAdvertisedListeners string
+
+	// TLSCertFile and TLSKeyFile are the PEM certificate (with any
+	// intermediates) and private key of every TLS listener; TLSCAFile the
+	// CA bundle client certificates are verified against. They are
+	// re-read on SIGHUP and when they change (checked every
+	// TLSReloadInterval, default 30s; 0 disables the check).
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// TLSClientAuth is none (default), requested or required (Kafka's
+	// ssl.client.auth): whether TLS clients must present a certificate the
+	// CA verifies.
+	TLSClientAuth     string
+	TLSReloadInterval time.Duration
 	// BookKeeperZK is the ZooKeeper connect string of the BookKeeper cluster
 	// that backs the BOOKKEEPER_* profiles; empty disables them.
 	BookKeeperZK string
@@ -100,6 +137,8 @@ type Config struct {
 	// ClusterWeight scales this node's share of stream ownership (default
 	// 1; a node with weight 2 owns about twice as many streams).
 	ClusterWeight uint32
+	// Tuning holds the operational constants (tuning.go).
+	Tuning
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -121,6 +160,10 @@ func DefaultConfig() Config {
 
 		ClusterSessionTTL: 4 * time.Second,
 		ClusterWeight:     1,
+		Tuning:            DefaultTuning(),
+
+		TLSClientAuth:     string(listener.ClientAuthNone),
+		TLSReloadInterval: defaultTLSReloadInterval,
 	}
 }
 
@@ -151,9 +194,6 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir must not be empty"))
-	}
-	if c.HTTPAddr == "" {
-		errs = append(errs, errors.New("http-addr must not be empty (the admin API and /healthz live there)"))
 	}
 	for _, a := range []struct{ key, val string }{{"http-addr", c.HTTPAddr}, {"kafka-addr", c.KafkaAddr}, {"pulsar-addr", c.PulsarAddr}} {
 		if a.val == "" {
@@ -187,7 +227,9 @@ func (c Config) Validate() error {
 	if c.KafkaBrokerID < 0 {
 		errs = append(errs, fmt.Errorf("kafka-broker-id %d must not be negative", c.KafkaBrokerID))
 	}
+	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
+	errs = append(errs, c.Tuning.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -222,6 +264,18 @@ var settings = []setting{
 	mk("pulsar-addr", "Pulsar listener address (empty disables)", func(c *Config) *string { return &c.PulsarAddr }),
 	mk("pulsar-advertised-addr", "host:port Pulsar lookups tell clients to connect to (default: the Pulsar listener address)", func(c *Config) *string { return &c.PulsarAdvertisedAddr }),
 	mk("http-advertised-addr", "host:port of the admin HTTP API handed out by HTTP lookups (default: the bound HTTP address)", func(c *Config) *string { return &c.HTTPAdvertisedAddr }),
+	mk("kafka-listeners", "Kafka listeners NAME://HOST:PORT[,...] (NAME: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a mapped name); replaces kafka-addr", func(c *Config) *string { return &c.KafkaListeners }),
+	mk("kafka-advertised-listeners", "Kafka advertised.listeners NAME://HOST:PORT[,...] (default: each listener's address)", func(c *Config) *string { return &c.KafkaAdvertisedListeners }),
+	mk("kafka-listener-security-protocol-map", "Kafka listener.security.protocol.map NAME:PROTOCOL[,...] for custom listener names", func(c *Config) *string { return &c.KafkaListenerSecurityProtocolMap }),
+	mk("pulsar-listeners", "Pulsar listeners [NAME:]pulsar://HOST:PORT,[NAME:]pulsar+ssl://HOST:PORT (NAME default internal); replaces pulsar-addr", func(c *Config) *string { return &c.PulsarListeners }),
+	mk("pulsar-advertised-listeners", "Pulsar advertised listeners, same syntax, matched by name and scheme", func(c *Config) *string { return &c.PulsarAdvertisedListeners }),
+	mk("http-listeners", "admin HTTP listeners [NAME:]http://HOST:PORT,[NAME:]https://HOST:PORT; replaces http-addr", func(c *Config) *string { return &c.HTTPListeners }),
+	mk("http-advertised-listeners", "admin HTTP advertised listeners, same syntax (handed out by Pulsar HTTP lookups)", func(c *Config) *string { return &c.HTTPAdvertisedListeners }),
+	mk("tls-cert-file", "PEM certificate (and intermediates) of every TLS listener; reloaded on SIGHUP and on change", func(c *Config) *string { return &c.TLSCertFile }),
+	mk("tls-key-file", "PEM private key of tls-cert-file", func(c *Config) *string { return &c.TLSKeyFile }),
+	mk("tls-ca-file", "PEM CA bundle client certificates are verified against", func(c *Config) *string { return &c.TLSCAFile }),
+	mk("tls-client-auth", "TLS client certificates: none, requested or required (verified against tls-ca-file)", func(c *Config) *string { return &c.TLSClientAuth }),
+	durationSetting("tls-reload-interval", "how often TLS files are checked for changes (0: only on SIGHUP)", func(c *Config) *time.Duration { return &c.TLSReloadInterval }),
 	mk("bookkeeper-zk", "ZooKeeper connect string of the BookKeeper cluster (empty disables BookKeeper profiles)", func(c *Config) *string { return &c.BookKeeperZK }),
 	mk("bookkeeper-root", "BookKeeper ledger root path in ZooKeeper", func(c *Config) *string { return &c.BookKeeperRoot }),
 	mk("log-format", "log format: text or json", func(c *Config) *string { return &c.LogFormat }),
@@ -322,6 +376,19 @@ var settings = []setting{
 		s.hidden = true
 		return s
 	}(),
+}
+
+func durationSetting(key, usage string, p func(*Config) *time.Duration) setting {
+	return setting{key: key, usage: usage,
+		get: func(c *Config) string { return p(c).String() },
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			*p(c) = d
+			return nil
+		}}
 }
 
 // EnvName returns the environment variable for a setting key.

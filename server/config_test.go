@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nereusstream/nereus-go/listener"
 )
 
 func parseFlags(t *testing.T, args ...string) *pflag.FlagSet {
@@ -138,5 +141,73 @@ func TestNodeIDStable(t *testing.T) {
 	}
 	if a == "" || a != b {
 		t.Fatalf("node id not stable: %q then %q", a, b)
+	}
+}
+
+func TestListenerSpecs(t *testing.T) {
+	cfg, err := LoadConfig(parseFlags(t), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := cfg.ListenerSpecs()
+	if err != nil || len(specs) != 3 || specs[0].ID() != "http:internal:http" || specs[1].ID() != "kafka:PLAINTEXT" ||
+		specs[2].ID() != "pulsar:internal:pulsar" || specs[1].Bind != "127.0.0.1:9092" {
+		t.Fatalf("default specs: %+v %v", specs, err)
+	}
+	dir := t.TempDir()
+	cfg, err = LoadConfig(parseFlags(t,
+		"--kafka-listeners", "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+		"--kafka-advertised-listeners", "SSL://kafka.example:9093",
+		"--pulsar-listeners", "pulsar://127.0.0.1:6650,pulsar+ssl://127.0.0.1:6651",
+		"--http-listeners", "https://127.0.0.1:8443",
+		"--tls-cert-file", dir+"/c.pem", "--tls-key-file", dir+"/k.pem"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _ = cfg.ListenerSpecs()
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, s.ID()+"="+s.Bind+">"+s.Advertise)
+	}
+	want := "http:internal:https=127.0.0.1:8443> kafka:PLAINTEXT=127.0.0.1:9092> kafka:SSL=127.0.0.1:9093>kafka.example:9093 " +
+		"pulsar:internal:pulsar=127.0.0.1:6650> pulsar:internal:pulsar+ssl=127.0.0.1:6651>"
+	if got := strings.Join(ids, " "); got != want {
+		t.Fatalf("specs\n got %s\nwant %s", got, want)
+	}
+	for _, bad := range [][]string{
+		{"--kafka-listeners", "PLAINTEXT://127.0.0.1:1", "--kafka-addr", "127.0.0.1:2"},                // both forms
+		{"--kafka-listeners", "PLAINTEXT://127.0.0.1:1", "--kafka-advertised-addr", "h:1"},             // mixed advertised
+		{"--kafka-listeners", "SSL://127.0.0.1:1"},                                                     // TLS without cert
+		{"--tls-cert-file", "c.pem"},                                                                   // cert without key
+		{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-client-auth", "required"},               // client auth without CA
+		{"--tls-client-auth", "sometimes"},                                                             // bad value
+		{"--http-addr", ""},                                                                            // no admin listener
+		{"--kafka-advertised-addr", "0.0.0.0:9092"},                                                    // wildcard advertised
+		{"--pulsar-listeners", "pulsar://127.0.0.1:1", "--kafka-listeners", "PLAINTEXT://127.0.0.1:1"}, // same port
+	} {
+		if _, err := LoadConfig(parseFlags(t, bad...), envOf(nil)); err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}
+
+func TestExposureWarning(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	cfg := DefaultConfig()
+	warnExposed(log, cfg, []listener.Spec{
+		{Protocol: listener.Kafka, Name: "PLAINTEXT", Bind: "127.0.0.1:9092"},
+		{Protocol: listener.Kafka, Name: "SSL", Security: listener.Security{TLS: true}, Bind: "0.0.0.0:9093"},
+		{Protocol: listener.HTTP, Name: "internal", Bind: "[::]:8080"},
+	})
+	out := buf.String()
+	if strings.Count(out, "SECURITY WARNING") != 1 || !strings.Contains(out, "kafka:SSL on 0.0.0.0:9093: no authentication") ||
+		!strings.Contains(out, "http:internal:http on [::]:8080: no TLS, no authentication") || strings.Contains(out, "PLAINTEXT") {
+		t.Fatalf("warning: %s", out)
+	}
+	buf.Reset()
+	warnExposed(log, cfg, []listener.Spec{{Protocol: listener.Kafka, Name: "PLAINTEXT", Bind: "localhost:9092"}})
+	if buf.Len() != 0 {
+		t.Fatalf("loopback warned: %s", buf.String())
 	}
 }

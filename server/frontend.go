@@ -2,19 +2,19 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/pulsar"
+	"github.com/nereusstream/nereus-go/pulsar/pulsarprom"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -55,12 +55,20 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer is the server's Prometheus registry (/metrics).
 	Registerer prometheus.Registerer
-	// Addr is the address the front end's listener is bound to (the real
-	// port when the configured one was ":0"); advertise this one.
+	// Addr is the address the front end's first listener is bound to (the
+	// real port when the configured one was ":0").
 	Addr net.Addr
-	// HTTPAddr is the admin HTTP listener's bound address (for front ends
-	// that hand out HTTP URLs, e.g. Pulsar lookups), when known.
+	// Listeners are the front end's bound listeners, in configuration
+	// order; Serve is called once for each.
+	Listeners []*listener.Bound
+	// Endpoints are the advertised endpoints of every listener of this
+	// process, all protocols (Pulsar lookups hand out the pulsar+ssl:// and
+	// https:// addresses next to the one the client used).
+	Endpoints []listener.Endpoint
+	// HTTPAddr is the first admin HTTP listener's bound address.
 	HTTPAddr net.Addr
+	// TLS serves the certificate of TLS listeners (nil without TLS).
+	TLS *listener.Source
 	// Cluster is this node's cluster membership: who the other brokers
 	// are, who owns which stream or coordinator, and the append sessions of
 	// owned streams (front ends take them only through Cluster.Writer).
@@ -72,52 +80,73 @@ type Deps struct {
 type FrontendSpec struct {
 	// Name labels logs, metrics and /healthz listeners ("kafka").
 	Name string
-	// Addr is the listen address; empty disables the front end.
+	// Listeners are the listeners the front end serves; none disables it.
+	Listeners []listener.Spec
+	// Addr is a shorthand for one plaintext listener (tests); ignored when
+	// Listeners is set. Empty (and no Listeners) disables the front end.
 	Addr string
 	// HTTPPatterns are admin-mux patterns (Go 1.22 ServeMux syntax, e.g.
 	// "/admin/v2/") routed to the front end's HTTPHandler, if it has one.
 	HTTPPatterns []string
-	// New builds the front end once its listener is bound.
+	// New builds the front end once its listeners are bound.
 	New func(Deps) (Frontend, error)
+}
+
+func (f FrontendSpec) listenerSpecs() []listener.Spec {
+	if len(f.Listeners) > 0 || f.Addr == "" {
+		return f.Listeners
+	}
+	return []listener.Spec{{Protocol: listener.Protocol(f.Name), Name: listener.DefaultName, Bind: f.Addr}}
 }
 
 // DefaultFrontends returns the front ends `nereus serve` hosts for cfg.
 //
-// This is the one place protocol front ends are wired in. Each entry binds
-// its configured address; an empty address disables it.
+// This is the one place protocol front ends are wired in. Each serves the
+// configured listeners of its protocol; none disables it.
 func DefaultFrontends(cfg Config) []FrontendSpec {
+	specs, _ := cfg.ListenerSpecs() // validated by Start
+	of := func(p listener.Protocol) []listener.Spec {
+		var out []listener.Spec
+		for _, s := range specs {
+			if s.Protocol == p {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
 	return []FrontendSpec{
-		{Name: "kafka", Addr: cfg.KafkaAddr, New: newKafkaFrontend},
-		{Name: "pulsar", Addr: cfg.PulsarAddr, HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
+		{Name: "kafka", Listeners: of(listener.Kafka), New: newKafkaFrontend},
+		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
 	}
 }
 
 func newPulsarFrontend(d Deps) (Frontend, error) {
-	host, port, err := advertised(d.Config.PulsarAdvertisedAddr, d.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("pulsar advertised address: %w", err)
-	}
-	httpURL := ""
-	if d.HTTPAddr != nil {
-		if h, p, err := advertised(d.Config.HTTPAdvertisedAddr, d.HTTPAddr); err == nil {
-			httpURL = "http://" + net.JoinHostPort(h, strconv.Itoa(p))
+	var eps []listener.Endpoint
+	for _, e := range d.Endpoints {
+		if e.Protocol == listener.Pulsar || e.Protocol == listener.HTTP {
+			eps = append(eps, e)
 		}
 	}
-	return pulsar.NewServer(pulsar.Config{
-		AdvertisedAddr: net.JoinHostPort(host, strconv.Itoa(port)), HTTPAdvertisedURL: httpURL,
-		Logger: d.Logger.With("frontend", "pulsar"),
+	srv, err := pulsar.NewServer(pulsar.Config{
+		Endpoints: eps,
+		Logger:    d.Logger.With("frontend", "pulsar"),
 	}, d.Storage, d.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if d.Registerer != nil {
+		if err := d.Registerer.Register(pulsarprom.New(srv, "standalone")); err != nil {
+			d.Logger.Warn("pulsar metrics not registered", "err", err)
+		}
+	}
+	return srv, nil
 }
 
 func newKafkaFrontend(d Deps) (Frontend, error) {
-	host, port, err := advertised(d.Config.KafkaAdvertisedAddr, d.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("kafka advertised address: %w", err)
-	}
 	m := kafkaprom.New()
 	srv, err := kafka.NewServer(kafka.Config{
 		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
-		AdvertisedHost: host, AdvertisedPort: int32(port), RequestHook: m.RequestHook,
+		RequestHook: m.RequestHook,
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err
@@ -129,25 +158,4 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 		}
 	}
 	return srv, nil
-}
-
-// advertised picks the address to tell clients: the configured one, else
-// the bound listener's.
-func advertised(configured string, bound net.Addr) (string, int, error) {
-	addr := configured
-	if addr == "" {
-		addr = bound.String()
-	}
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port <= 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port in %q", addr)
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		return "", 0, fmt.Errorf("%q is not an address clients can dial; set an advertised address", addr)
-	}
-	return host, port, nil
 }

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -51,10 +53,9 @@ func WithStorage(s stream.Storage, backend string, durable bool) Option {
 }
 
 type runningFrontend struct {
-	spec     FrontendSpec
-	fe       Frontend
-	listener net.Listener
-	done     chan error
+	spec      FrontendSpec
+	fe        Frontend
+	listeners []*listener.Bound
 }
 
 // Server is a running Nereus process: storage, the admin HTTP server and the
@@ -69,10 +70,13 @@ type Server struct {
 	metrics *metrics
 	api     *api
 
-	httpServer   *http.Server
-	httpListener net.Listener
-	httpDone     chan error
-	frontends    []*runningFrontend
+	httpServer    *http.Server
+	httpListeners []*listener.Bound
+	httpDone      chan error
+	frontends     []*runningFrontend
+	// tls serves every TLS listener's certificate (nil without TLS).
+	tls       *listener.Source
+	stopWatch context.CancelFunc
 
 	startedAt time.Time
 	draining  atomic.Bool
@@ -132,45 +136,78 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.api.routes(mux)
+	s.consoleRoutes(mux)
 
-	// Front ends first, so a bad address fails before the admin port is up
-	// and /healthz never reports a half-started server as ready.
-	// The admin listener is bound (not yet served) first so front ends
-	// that hand out HTTP URLs know its real address.
-	s.httpListener, err = net.Listen("tcp", cfg.HTTPAddr)
+	specs, err := cfg.ListenerSpecs()
 	if err != nil {
-		return nil, fmt.Errorf("admin HTTP listener on %s: %w", cfg.HTTPAddr, err)
+		return nil, err
 	}
-	type boundFrontend struct {
-		spec FrontendSpec
-		l    net.Listener
-	}
-	var bound []boundFrontend
+	var feSpecs [][]listener.Spec
+	needTLS := cfg.TLSFiles().Configured()
 	for _, spec := range o.frontends {
-		if spec.Addr == "" {
-			logger.Info("front end disabled (empty address)", "frontend", spec.Name)
+		ls := spec.listenerSpecs()
+		feSpecs = append(feSpecs, ls)
+		for _, l := range ls {
+			needTLS = needTLS || l.Security.TLS
+		}
+	}
+	if needTLS {
+		if s.tls, err = listener.NewSource(cfg.TLSFiles(), logger.With("component", "tls")); err != nil {
+			return nil, err
+		}
+	}
+
+	// Every socket is bound before anything serves, so a bad address fails
+	// start-up before /healthz can report a half-started server as ready,
+	// and front ends that hand out other listeners' addresses (Pulsar
+	// lookups name the HTTP and TLS ones) know their real ports.
+	var bound []listener.Spec
+	for _, sp := range specs {
+		if sp.Protocol != listener.HTTP {
 			continue
 		}
-		l, err := net.Listen("tcp", spec.Addr)
+		l, err := listener.Listen(sp, s.tls)
 		if err != nil {
-			for _, b := range bound {
-				b.l.Close()
+			return nil, fmt.Errorf("admin HTTP listener on %s: %w", sp.Bind, err)
+		}
+		s.httpListeners = append(s.httpListeners, l)
+		bound = append(bound, l.Spec())
+	}
+	if len(s.httpListeners) == 0 {
+		return nil, errors.New("no admin HTTP listener configured")
+	}
+	for i, spec := range o.frontends {
+		if len(feSpecs[i]) == 0 {
+			logger.Info("front end disabled (no listener)", "frontend", spec.Name)
+			continue
+		}
+		rf := &runningFrontend{spec: spec}
+		for _, sp := range feSpecs[i] {
+			l, err := listener.Listen(sp, s.tls)
+			if err != nil {
+				for _, b := range rf.listeners {
+					b.Close()
+				}
+				return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, sp.Bind, err)
 			}
-			return nil, fmt.Errorf("%s listener on %s: %w", spec.Name, spec.Addr, err)
+			rf.listeners = append(rf.listeners, l)
+			bound = append(bound, l.Spec())
 		}
-		bound = append(bound, boundFrontend{spec, l})
+		s.frontends = append(s.frontends, rf)
 	}
-	// Every listener is bound, so the addresses the registry advertises
-	// are known. Joining before the front ends are built lets them ask
-	// the cluster who owns what from their first request.
-	addrs := map[string]net.Addr{"http": s.httpListener.Addr()}
-	for _, b := range bound {
-		addrs[b.spec.Name] = b.l.Addr()
+	var endpoints []listener.Endpoint
+	for _, l := range s.httpListeners {
+		endpoints = append(endpoints, l.Endpoint())
 	}
-	if s.cluster, err = joinCluster(cfg, nodeID, s.storage, s.storage.Metadata, addrs, logger); err != nil {
-		for _, b := range bound {
-			b.l.Close()
+	for _, rf := range s.frontends {
+		for _, l := range rf.listeners {
+			endpoints = append(endpoints, l.Endpoint())
 		}
+	}
+	// Every listener is bound, so the endpoints the registry advertises
+	// are known. Joining before the front ends are built lets them ask the
+	// cluster who owns what from their first request.
+	if s.cluster, err = joinCluster(cfg, nodeID, s.storage, s.storage.Metadata, endpoints, logger); err != nil {
 		return nil, fmt.Errorf("joining the cluster: %w", err)
 	}
 	if err := s.reg.Register(newClusterCollector(s.cluster)); err != nil {
@@ -178,29 +215,22 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	}
 	s.api.cluster = s.cluster
 	mux.HandleFunc("GET /v1/cluster", s.clusterStatus)
-	for i, b := range bound {
-		spec, l := b.spec, b.l
-		fe, err := spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
-			Logger: logger.With("frontend", spec.Name), Registerer: s.reg, Addr: l.Addr(), HTTPAddr: s.httpListener.Addr(),
+	for _, rf := range s.frontends {
+		fe, err := rf.spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
+			Logger: logger.With("frontend", rf.spec.Name), Registerer: s.reg, Addr: rf.listeners[0].Addr(),
+			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls,
 			Cluster: s.cluster})
 		if err != nil {
-			for _, rest := range bound[i:] {
-				rest.l.Close()
-			}
-			return nil, fmt.Errorf("%s front end: %w", spec.Name, err)
+			return nil, fmt.Errorf("%s front end: %w", rf.spec.Name, err)
 		}
+		rf.fe = fe
 		if h, ok := fe.(HTTPFrontend); ok {
-			for _, p := range spec.HTTPPatterns {
+			for _, p := range rf.spec.HTTPPatterns {
 				mux.Handle(p, h.HTTPHandler())
 			}
 		}
-		s.frontends = append(s.frontends, &runningFrontend{spec: spec, fe: fe, listener: l, done: make(chan error, 1)})
 	}
-	for _, name := range []struct{ name, addr string }{{"kafka", cfg.KafkaAddr}, {"pulsar", cfg.PulsarAddr}} {
-		if name.addr != "" && !s.hasFrontend(name.name) {
-			logger.Info("front end not built into this server yet; its address is reserved", "frontend", name.name, "addr", name.addr)
-		}
-	}
+	warnExposed(logger, cfg, bound)
 
 	s.httpServer = &http.Server{
 		Handler:           s.metrics.instrument(mux),
@@ -208,26 +238,36 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	s.httpDone = make(chan error, 1)
+	s.httpDone = make(chan error, len(s.httpListeners))
 
 	for _, rf := range s.frontends {
+		for _, l := range rf.listeners {
+			go func() {
+				err := rf.fe.Serve(l)
+				if !s.draining.Load() {
+					s.reportFailure(fmt.Errorf("%s front end stopped serving %s: %v", rf.spec.Name, l.Spec().ID(), err))
+				}
+			}()
+			logger.Info("front end listening", "frontend", rf.spec.Name, "listener", l.Spec().ID(),
+				"addr", l.Addr().String(), "advertised", l.Endpoint().URL())
+		}
+		s.metrics.frontendUp.WithLabelValues(rf.spec.Name).Set(1)
+	}
+	for _, l := range s.httpListeners {
 		go func() {
-			err := rf.fe.Serve(rf.listener)
-			rf.done <- err
-			if !s.draining.Load() {
-				s.reportFailure(fmt.Errorf("%s front end stopped: %v", rf.spec.Name, err))
+			err := s.httpServer.Serve(l)
+			s.httpDone <- err
+			if !errors.Is(err, http.ErrServerClosed) {
+				s.reportFailure(fmt.Errorf("admin HTTP server stopped: %w", err))
 			}
 		}()
-		s.metrics.frontendUp.WithLabelValues(rf.spec.Name).Set(1)
-		logger.Info("front end listening", "frontend", rf.spec.Name, "addr", rf.listener.Addr().String())
+		logger.Info("admin HTTP listening", "listener", l.Spec().ID(), "addr", l.Addr().String())
 	}
-	go func() {
-		err := s.httpServer.Serve(s.httpListener)
-		s.httpDone <- err
-		if !errors.Is(err, http.ErrServerClosed) {
-			s.reportFailure(fmt.Errorf("admin HTTP server stopped: %w", err))
-		}
-	}()
+	if s.tls != nil {
+		var wctx context.Context
+		wctx, s.stopWatch = context.WithCancel(context.Background())
+		go s.tls.Watch(wctx, cfg.TLSReloadInterval)
+	}
 	if cfg.AddrFile != "" {
 		if err := s.writeAddrFile(cfg.AddrFile); err != nil {
 			return nil, fmt.Errorf("addr-file: %w", err)
@@ -236,15 +276,6 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	logger.Info("nereus serving", "version", Version, "node_id", nodeID, "http_addr", s.HTTPAddr(),
 		"data_dir", cfg.DataDir, "storage", s.storage.Backend, "durable", s.storage.Durable)
 	return s, nil
-}
-
-func (s *Server) hasFrontend(name string) bool {
-	for _, rf := range s.frontends {
-		if rf.spec.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) reportFailure(err error) {
@@ -258,17 +289,33 @@ func (s *Server) reportFailure(err error) {
 // should then shut the server down.
 func (s *Server) Failed() <-chan error { return s.failed }
 
-// HTTPAddr is the admin HTTP address the server is bound to.
-func (s *Server) HTTPAddr() string { return s.httpListener.Addr().String() }
+// HTTPAddr is the address of the first admin HTTP listener.
+func (s *Server) HTTPAddr() string { return s.httpListeners[0].Addr().String() }
+
+// ReloadTLS re-reads the TLS certificate, key and CA files (SIGHUP). A
+// failed reload is logged and the previous certificate stays in use.
+func (s *Server) ReloadTLS() {
+	if s.tls != nil {
+		s.tls.ReloadAndLog("SIGHUP")
+	}
+}
 
 // Registry is the Prometheus registry served on /metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Listeners maps listener names to bound addresses.
+// Listeners maps listener names to bound addresses: "http" and each front
+// end's name ("kafka", "pulsar") to its first listener, and every
+// listener's ID ("kafka:SASL_SSL", "http:internal:https") to its own.
 func (s *Server) Listeners() map[string]string {
 	m := map[string]string{"http": s.HTTPAddr()}
+	for _, l := range s.httpListeners {
+		m[l.Spec().ID()] = l.Addr().String()
+	}
 	for _, rf := range s.frontends {
-		m[rf.spec.Name] = rf.listener.Addr().String()
+		m[rf.spec.Name] = rf.listeners[0].Addr().String()
+		for _, l := range rf.listeners {
+			m[l.Spec().ID()] = l.Addr().String()
+		}
 	}
 	return m
 }
@@ -307,10 +354,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // abort tears down a partially started server.
 func (s *Server) abort() {
 	for _, rf := range s.frontends {
-		rf.listener.Close()
+		for _, l := range rf.listeners {
+			l.Close()
+		}
 	}
-	if s.httpListener != nil {
-		s.httpListener.Close()
+	for _, l := range s.httpListeners {
+		l.Close()
 	}
 	if s.cluster != nil {
 		_ = s.cluster.Close()
@@ -335,6 +384,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.metrics.draining.Set(1)
 	close(s.drain)
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
 
 	// Hand every owned stream and coordinator over while the front ends
 	// still answer: their clients get NOT_LEADER / a redirect to the new
@@ -424,12 +476,23 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) e
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the TLS files (certificate rotation without restart).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutdown requested", "cause", context.Cause(ctx))
-	case runErr = <-s.Failed():
-		logger.Error("listener failed; shutting down", "err", runErr)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("shutdown requested", "cause", context.Cause(ctx))
+			break wait
+		case runErr = <-s.Failed():
+			logger.Error("listener failed; shutting down", "err", runErr)
+			break wait
+		case <-hup:
+			s.ReloadTLS()
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/objectstore/metered"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -73,6 +74,11 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 			}
 		}
 	}()
+	mtr, err := newMeters(reg)
+	if err != nil {
+		return openedStorage{}, err
+	}
+	undo = append(undo, func() error { return mtr.shutdown(context.Background()) })
 	meta, metaInfo, err := openMetadataStore(ctx, cfg, logger)
 	if err != nil {
 		return openedStorage{}, err
@@ -85,6 +91,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if closeObjects != nil {
 		undo = append(undo, closeObjects)
 	}
+	// Every object store call of the WAL (and, later, of materialization
+	// and GC) is counted and timed here.
+	objects = metered.Wrap(objects, mtr.Meter(metered.InstrumentationName))
 	// Recorded before the WAL's recovery, which is the first step that
 	// acts on what the metadata store says.
 	if record {
@@ -95,7 +104,8 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	logger.Info("storage backends", "object_store", objInfo.Kind, "object_store_location", objInfo.Location,
 		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location)
 
-	wal, err := objectwal.Open(ctx, objectwal.Config{Store: objects, Prefix: "wal/" + nodeID, Logger: logger})
+	wal, err := objectwal.Open(ctx, cfg.objectWALConfig(objectwal.Config{Store: objects, Prefix: "wal/" + nodeID,
+		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}))
 	if err != nil {
 		return openedStorage{}, err
 	}
@@ -105,7 +115,8 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		// verify (or on first start reserve) this deployment's ledger-ID
 		// namespace, and open the provider on the core's metadata store.
 		d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, Root: cfg.BookKeeperRoot,
-			Meta: meta, WriterID: nodeID, Logger: logger.With("component", "bkwal")})
+			Meta: meta, WriterID: nodeID, Logger: logger.With("component", "bkwal"),
+			Provider: cfg.bookKeeperConfig(bkwal.Config{Meter: mtr.Meter("github.com/nereusstream/nereus-go/stream/bkwal")})})
 		if err != nil {
 			_ = wal.Close(ctx)
 			return openedStorage{}, fmt.Errorf("opening the BookKeeper WAL (--bookkeeper-zk %s): %w", cfg.BookKeeperZK, err)
@@ -114,8 +125,8 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		bkWAL = d.Provider
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
-	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL, WriterID: nodeID,
-		Logger: logger.With("component", "stream")})
+	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
+		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
 		if bkWAL != nil {
@@ -126,6 +137,11 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if reg != nil {
 		if err := reg.Register(newCoreCollector(core)); err != nil {
 			logger.Warn("core metrics not registered", "err", err)
+		}
+		if cfg.MetricsStreamLimit > 0 {
+			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {
+				logger.Warn("per-stream metrics not registered", "err", err)
+			}
 		}
 	}
 	closer := closerFunc(func() error {

@@ -61,12 +61,20 @@ func runTakeover(t *testing.T, seed int64) {
 					if err == nil || errors.Is(err, stream.ErrStreamExists) {
 						break
 					}
+					if ctx.Err() != nil {
+						t.Errorf("create st%d: %v", s, err)
+						return
+					}
 				}
 				ids[s] = info.ID
 				var sess stream.Session
 				for {
 					if sess, err = c.AcquireSession(ctx, info.ID, stream.SessionOptions{}); err == nil {
 						break
+					}
+					if ctx.Err() != nil {
+						t.Errorf("acquire st%d: %v", s, err)
+						return
 					}
 				}
 				for i := 0; i < 40; i++ {

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -71,7 +72,7 @@ type producerMetrics struct {
 
 func newProducerMetrics(m metric.Meter) *producerMetrics {
 	in := newInstruments(m)
-	return &producerMetrics{
+	pm := &producerMetrics{
 		records:         in.counter("nereus.wal.producer.records", "{record}", "records committed"),
 		bytes:           in.counter("nereus.wal.producer.bytes", "By", "record bytes committed"),
 		blockedAppends:  in.counter("nereus.wal.producer.blocked_appends", "{append}", "Appends that waited for in-flight budget"),
@@ -87,6 +88,13 @@ func newProducerMetrics(m metric.Meter) *producerMetrics {
 		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries"),
 		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit"),
 	}
+	// Every counter is exported from the start (at zero): "no conflicts
+	// yet" reads differently from "not exported".
+	for _, c := range []metric.Int64Counter{pm.records, pm.bytes, pm.blockedAppends, pm.segments, pm.segmentBytes,
+		pm.uploadRetries, pm.commits, pm.commitConflicts, pm.commitRetries, pm.commitUnknown, pm.fenced, pm.halts} {
+		c.Add(context.Background(), 0)
+	}
+	return pm
 }
 
 type replicaMetrics struct {

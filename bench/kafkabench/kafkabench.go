@@ -117,6 +117,8 @@ type Result struct {
 	ConsumeMBps     float64
 	ProduceLatency  Latency
 	EndToEnd        Latency
+	// Topics are the topics the run created (the caller may delete them).
+	Topics []string
 }
 
 // Print writes a human-readable report.
@@ -351,6 +353,7 @@ func Run(ctx context.Context, w Workload) (Result, error) {
 		ConsumeMBps:     float64(consumedB.Load()) / secs / 1e6,
 		ProduceLatency:  summarize(prodLat.h),
 		EndToEnd:        summarize(e2eLat.h),
+		Topics:          topics,
 	}
 	return res, ctx.Err()
 }

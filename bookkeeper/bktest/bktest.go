@@ -36,6 +36,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // Env is a running real-bookie environment.
@@ -149,11 +151,7 @@ func (e *Env) Require(t testing.TB) {
 	if e.ZK != "" && e.unavailable == "" {
 		return
 	}
-	msg := "real BookKeeper unavailable: " + e.unavailable
-	if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.SkipOrFail(t, "real BookKeeper unavailable: %s", e.unavailable)
 }
 
 // RequireControl is Require plus the state dir needed for kill/restart
@@ -162,11 +160,7 @@ func (e *Env) RequireControl(t testing.TB) {
 	t.Helper()
 	e.Require(t)
 	if e.Dir == "" {
-		msg := "external cluster without NEREUS_BK_ENV_DIR: cannot control bookies"
-		if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.SkipOrFail(t, "external cluster without NEREUS_BK_ENV_DIR: cannot control bookies")
 	}
 }
 

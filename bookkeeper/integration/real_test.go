@@ -13,6 +13,7 @@ import (
 	"github.com/nereusstream/nereus-go/bookkeeper/bktest"
 	"github.com/nereusstream/nereus-go/bookkeeper/meta"
 	"github.com/nereusstream/nereus-go/bookkeeper/proto"
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // Add, read and LAC round trips against real bookies, for every digest
@@ -379,7 +380,7 @@ func TestRealRecoveryAfterCrash(t *testing.T) {
 func TestRealBookieKilled(t *testing.T) {
 	env.RequireControl(t)
 	if env.NumBookies(t) != 3 {
-		t.Skip("needs exactly 3 bookies")
+		testenv.SkipOrFail(t, "needs exactly 3 bookies, the cluster has %d", env.NumBookies(t))
 	}
 	for _, tc := range []struct {
 		name       string

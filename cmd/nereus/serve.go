@@ -22,13 +22,32 @@ To run several nodes, share the stores: --object-store s3://BUCKET[/PREFIX]
 (NEREUS_S3_ACCESS_KEY, NEREUS_S3_SECRET_KEY) or through the AWS credential
 chain rather than as flags.
 
+Listeners and TLS. Each protocol takes one address (--kafka-addr,
+--pulsar-addr, --http-addr: one plaintext listener) or a list of listeners
+with their own security and advertised addresses, as Kafka's listeners /
+advertised.listeners and Pulsar's advertisedListeners do:
+
+  --kafka-listeners PLAINTEXT://127.0.0.1:9092,SSL://0.0.0.0:9093
+  --kafka-advertised-listeners SSL://broker1.example.com:9093
+  --pulsar-listeners pulsar://127.0.0.1:6650,pulsar+ssl://0.0.0.0:6651
+  --http-listeners http://127.0.0.1:8080,https://0.0.0.0:8443
+  --tls-cert-file server.pem --tls-key-file server-key.pem
+  [--tls-ca-file ca.pem --tls-client-auth requested|required]
+
+TLS is 1.2 or newer; the certificate, key and CA files are re-read on SIGHUP
+and when they change (--tls-reload-interval). scripts/gen-dev-certs.sh makes
+a throwaway CA and certificates for a loopback try-out. Listeners bind
+loopback by default; binding another address without TLS or without
+authentication logs a SECURITY WARNING at start-up.
+
 Every setting comes from, in order of precedence: a flag, an environment
 variable (NEREUS_ + the flag name upper-cased, '-' as '_', e.g.
 NEREUS_DATA_DIR), the YAML file named by --config (keys are the flag names),
 or the built-in default.
 
-SIGINT or SIGTERM drains gracefully (stop accepting, finish in-flight work,
-close storage) within --shutdown-timeout; a second signal exits at once.`,
+SIGHUP reloads the TLS files. SIGINT or SIGTERM drains gracefully (stop
+accepting, finish in-flight work, close storage) within --shutdown-timeout;
+a second signal exits at once.`,
 		Args: argsWithHelp(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := server.LoadConfig(cmd.Flags(), e.lookupEnv)

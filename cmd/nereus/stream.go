@@ -59,7 +59,7 @@ The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of each request")
 	cmd.AddCommand(
 		newCreateCmd(e, o), newListCmd(e, o), newDescribeCmd(e, o), newAppendCmd(e, o), newReadCmd(e, o),
-		newTailCmd(e, o), newTrimCmd(e, o), newSealCmd(e, o), newDeleteCmd(e, o), newRebuildIndexCmd(e, o),
+		newTailCmd(e, o), newTrimCmd(e, o), newRetentionCmd(e, o), newSealCmd(e, o), newDeleteCmd(e, o), newRebuildIndexCmd(e, o),
 	)
 	return cmd
 }
@@ -215,8 +215,10 @@ const (
 	appendBatchEntries = 1000
 	appendBatchBytes   = 4 << 20
 	maxLineBytes       = 16 << 20
-	// progressMinBytes: inputs smaller than this get no progress bar.
-	progressMinBytes = 1 << 20
+	// progressMinBytes: inputs smaller than this get no progress bar;
+	// progressMinOffsets: nor do reads of fewer offsets.
+	progressMinBytes   = 1 << 20
+	progressMinOffsets = 10000
 )
 
 func newAppendCmd(e env, o *streamOpts) *cobra.Command {
@@ -448,6 +450,15 @@ func newReadCmd(e env, o *streamOpts) *cobra.Command {
 			defer out.Flush()
 			printEntry := entryPrinter(out, format)
 			printed := 0
+			// A long read into a file or pipe shows its progress (in
+			// offsets) on a terminal's stderr.
+			var bar *progressbar.ProgressBar
+			var barFirst int64
+			defer func() {
+				if bar != nil {
+					_ = bar.Finish()
+				}
+			}()
 			for limit == 0 || printed < limit {
 				page := 1000
 				if limit > 0 {
@@ -464,6 +475,25 @@ func newReadCmd(e env, o *streamOpts) *cobra.Command {
 						return err
 					}
 					printed++
+				}
+				if bar == nil && len(resp.Entries) > 0 && e.isTerminal(e.stderr) && !e.isTerminal(e.stdout) {
+					barFirst = resp.Entries[0].Offset
+					total := resp.EndOffset - barFirst
+					if limit > 0 {
+						total = min(total, int64(limit))
+					}
+					if total >= progressMinOffsets {
+						bar = progressbar.NewOptions64(total,
+							progressbar.OptionSetWriter(e.stderr),
+							progressbar.OptionSetDescription("reading "+args[0]),
+							progressbar.OptionShowCount(),
+							progressbar.OptionThrottle(100*time.Millisecond),
+							progressbar.OptionClearOnFinish(),
+						)
+					}
+				}
+				if bar != nil {
+					_ = bar.Set64(min(resp.Next-barFirst, bar.GetMax64()))
 				}
 				next := resp.Next
 				fromp = &next

@@ -271,4 +271,43 @@ func TestNoPrintInLibraries(t *testing.T) {
 	}
 }
 
+// TestSkipsGoThroughTestenv: a test that cannot run because something in
+// its environment is missing ends through testenv.SkipOrFail, so
+// NEREUS_REQUIRE_EXTERNAL=1 (CI) turns the skip into a failure. Any other
+// Skip/Skipf/SkipNow call must say on its line (or the line above) why it
+// is not an environment skip: "// skip-ok: <reason>".
+func TestSkipsGoThroughTestenv(t *testing.T) {
+	for _, f := range files(t) {
+		if f.rel == "internal/testenv/testenv.go" {
+			continue // SkipOrFail itself
+		}
+		okLines := map[int]bool{}
+		for _, cg := range f.ast.Comments {
+			for _, c := range cg.List {
+				if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(c.Text, "//")), "skip-ok:") {
+					okLines[lineOf(c)] = true
+				}
+			}
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			switch sel.Sel.Name {
+			case "Skip", "Skipf", "SkipNow":
+				if line := lineOf(call); !okLines[line] && !okLines[line-1] {
+					t.Errorf("%s:%d: %s: an environment skip must be testenv.SkipOrFail (fails under NEREUS_REQUIRE_EXTERNAL=1); "+
+						"any other skip needs a \"// skip-ok: <reason>\" comment", f.rel, line, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+}
+
 func lineOf(n ast.Node) int { return fset.Position(n.Pos()).Line }

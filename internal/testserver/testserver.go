@@ -6,7 +6,9 @@
 //
 // It owns only process management. It must never reach into the server's
 // internals (it talks to the process over its ports like a user), and it
-// signals only the processes it started, by pid.
+// signals only the processes it started, by pid. Every server it starts
+// gets a parent-death signal (testenv.ChildProcAttr): it is SIGKILLed by
+// the kernel when the test binary dies, even without cleanups.
 //
 // The binary is built with -race when the test binary is (override with
 // NEREUS_TESTSERVER_RACE=0 or 1) into <module>/.cache/testserver/, so
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // Timeouts. Generous: the machine is shared and the binary may be
@@ -174,10 +177,8 @@ func (s *Server) fatalf(format string, args ...any) {
 	if s.tb == nil {
 		panic(fmt.Sprintf(format, args...))
 	}
-	if s.tb != nil {
-		s.tb.Helper()
-	}
-	s.fatalf(format, args...)
+	s.tb.Helper()
+	s.tb.Fatalf(format, args...)
 }
 
 // Options configures Start.
@@ -205,6 +206,7 @@ type Server struct {
 	mu sync.Mutex
 	// addresses from the last start; a restart binds the same ones.
 	httpAddr, kafkaAddr, pulsarAddr string
+	addrs                           map[string]string // the last start's addr-file
 	cmd                             *exec.Cmd
 	exited                          chan struct{}
 	exitErr                         error
@@ -262,6 +264,24 @@ func (s *Server) boundOrEmpty(get func() string) string {
 		return ""
 	}
 	return a
+}
+
+// ListenerAddr is the bound address of a listener by its ID
+// ("kafka:SASL_SSL", "pulsar:internal:pulsar+ssl", "http:internal:https"),
+// or "" when the server has no such listener.
+func (s *Server) ListenerAddr(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[id]
+}
+
+func (s *Server) hasArg(flag string) bool {
+	for _, a := range s.opts.Args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // DataDir is the server's data directory (kept across restarts).
@@ -389,8 +409,14 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) error 
 
 func (s *Server) start() error {
 	s.mu.Lock()
-	args := []string{"serve", "--data-dir", s.dataDir, "--http-addr", s.httpAddr,
-		"--kafka-addr", s.kafkaAddr, "--pulsar-addr", s.pulsarAddr, "--log-level", "debug"}
+	args := []string{"serve", "--data-dir", s.dataDir, "--log-level", "debug"}
+	// A protocol configured with its listener list (--kafka-listeners, ...)
+	// in Args takes no single-address flag.
+	for _, a := range []struct{ flag, val string }{{"http", s.httpAddr}, {"kafka", s.kafkaAddr}, {"pulsar", s.pulsarAddr}} {
+		if !s.hasArg("--" + a.flag + "-listeners") {
+			args = append(args, "--"+a.flag+"-addr", a.val)
+		}
+	}
 	s.mu.Unlock()
 	addrFile := filepath.Join(filepath.Dir(s.logPath), fmt.Sprintf("addrs-%d.json", s.starts))
 	s.starts++
@@ -404,6 +430,8 @@ func (s *Server) start() error {
 	fmt.Fprintf(logf, "=== testserver: start #%d: %s %s\n", s.starts, s.bin, strings.Join(args, " "))
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// The server dies with the test binary, however that ends.
+	cmd.SysProcAttr = testenv.ChildProcAttr()
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "NEREUS_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -444,6 +472,7 @@ func (s *Server) start() error {
 		}
 	}
 	s.mu.Lock()
+	s.addrs = addrs
 	s.httpAddr = addrs["http"]
 	if a := addrs["kafka"]; a != "" {
 		s.kafkaAddr = a

@@ -1,6 +1,7 @@
-// Package crashtest kills and restarts a real Nereus server under an
-// idempotent Kafka producer and checks that a consumer then reads every
-// acknowledged record exactly once, in order, per partition.
+// Package crashtest kills and restarts a real Nereus server while an
+// idempotent Kafka producer has records in flight, and checks that a
+// consumer then reads every acknowledged record exactly once, at the offset
+// it was acknowledged at, in order, per partition (internal/testenv/acklog).
 //
 // By default it runs a real `nereus serve` through internal/testserver. To
 // point it at another durable server it can start and SIGKILL, set:
@@ -28,6 +29,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
+	"github.com/nereusstream/nereus-go/internal/testenv/acklog"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 )
 
@@ -41,7 +44,7 @@ type server struct {
 func (s *server) start() {
 	s.t.Helper()
 	c := exec.Command("bash", "-c", "exec "+s.cmd)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.SysProcAttr = testenv.ChildProcAttr() // own process group; dies with the test binary
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	if err := c.Start(); err != nil {
 		s.t.Fatal(err)
@@ -71,6 +74,12 @@ func (s *server) kill() {
 	s.proc = nil
 }
 
+// TestCrashRestartIdempotentProduce: one idempotent franz-go producer per
+// partition produces without pause; the server is SIGKILLed as soon as each
+// cycle made its minimum progress and a record is in flight, and restarted
+// while the producers keep retrying. Every acknowledged (partition, offset,
+// value) must then be read back exactly there, every value at most once,
+// and each partition's values in production order.
 func TestCrashRestartIdempotentProduce(t *testing.T) {
 	cmd, addr := os.Getenv("NEREUS_KAFKA_SERVE_CMD"), os.Getenv("NEREUS_KAFKA_SERVE_ADDR")
 	var kill, start func()
@@ -87,7 +96,7 @@ func TestCrashRestartIdempotentProduce(t *testing.T) {
 		kill, start = ts.Kill, ts.Restart
 	}
 
-	const partitions = 4
+	const partitions, cycles = 4, 3
 	topic := fmt.Sprintf("crash-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -110,42 +119,63 @@ func TestCrashRestartIdempotentProduce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked := make([][]int, partitions)
-	stop := make(chan struct{})
+	acks := acklog.New()
+	var fatalMu sync.Mutex
+	var fatal error
+	failed := func() error { fatalMu.Lock(); defer fatalMu.Unlock(); return fatal }
+	pctx, stopProducers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for p := 0; p < partitions; p++ {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
+			part := strconv.Itoa(p)
+			for i := 0; pctx.Err() == nil; i++ {
+				r := &kgo.Record{Partition: int32(p), Value: []byte(acklog.Payload("p"+part, i))}
+				acks.Begin()
+				err := prod.ProduceSync(pctx, r).FirstErr()
+				acks.End()
+				if err != nil {
+					if pctx.Err() == nil {
+						t.Logf("partition %d record %d not acknowledged: %v", p, i, err)
+					}
+					continue // bounded: the loop ends with pctx
+				}
+				if err := acks.Ack(part, acklog.Pos{Offset: r.Offset}, string(r.Value)); err != nil {
+					fatalMu.Lock()
+					fatal = err
+					fatalMu.Unlock()
 					return
-				default:
 				}
-				r := &kgo.Record{Partition: int32(p), Value: []byte(strconv.Itoa(i))}
-				if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
-					t.Logf("partition %d record %d not acknowledged: %v", p, i, err)
-					continue
-				}
-				mu.Lock()
-				acked[p] = append(acked[p], i)
-				mu.Unlock()
 			}
 		}(p)
 	}
-	for round := 0; round < 3; round++ {
-		time.Sleep(2 * time.Second)
-		t.Logf("round %d: SIGKILL and restart", round)
+	for cycle := 0; cycle < cycles; cycle++ {
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := acks.WaitKillPoint(wctx, acks.Count(), 40+20*cycle, failed)
+		wcancel()
+		if err != nil {
+			stopProducers()
+			wg.Wait()
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		t.Logf("cycle %d: SIGKILL with a produce in flight (%d acknowledged so far), then restart", cycle, acks.Count())
 		kill()
-		time.Sleep(500 * time.Millisecond)
 		start()
 	}
-	time.Sleep(2 * time.Second)
-	close(stop)
+	// The producers must get going again after the last restart.
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = acks.WaitKillPoint(wctx, acks.Count(), 40, failed)
+	wcancel()
+	stopProducers()
 	wg.Wait()
 	prod.Close()
+	if err == nil {
+		err = failed()
+	}
+	if err != nil {
+		t.Fatalf("after the last restart: %v", err)
+	}
 
 	admCl, err = kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -161,7 +191,7 @@ func TestCrashRestartIdempotentProduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	got := make([][]int, partitions)
+	got := make([][]acklog.Entry, partitions)
 	next := make([]int64, partitions)
 	done := func() bool {
 		for p := 0; p < partitions; p++ {
@@ -171,43 +201,24 @@ func TestCrashRestartIdempotentProduce(t *testing.T) {
 		}
 		return true
 	}
-	want := 0
-	for p := range acked {
-		want += len(acked[p])
-	}
 	for !done() {
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatalf("consume did not reach the end offsets: at %v", next)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			v, _ := strconv.Atoi(string(r.Value))
-			got[r.Partition] = append(got[r.Partition], v)
+			got[r.Partition] = append(got[r.Partition], acklog.Entry{Pos: acklog.Pos{Offset: r.Offset}, Payload: string(r.Value)})
 			next[r.Partition] = r.Offset + 1
 		})
 	}
+	var bad []string
 	for p := 0; p < partitions; p++ {
-		// In order, each value at most once (idempotence), and every
-		// acknowledged value present. Unacknowledged values may appear.
-		idx := map[int]bool{}
-		for i, v := range got[p] {
-			if idx[v] {
-				t.Fatalf("partition %d: value %d read twice", p, v)
-			}
-			idx[v] = true
-			if i > 0 && v <= got[p][i-1] {
-				t.Fatalf("partition %d: %d after %d (reordered)", p, v, got[p][i-1])
-			}
-		}
-		var missing []string
-		for _, v := range acked[p] {
-			if !idx[v] {
-				missing = append(missing, strconv.Itoa(v))
-			}
-		}
-		if len(missing) > 0 {
-			t.Fatalf("partition %d: acknowledged records lost: %s", p, strings.Join(missing, ","))
+		if err := acks.Verify(strconv.Itoa(p), got[p]); err != nil {
+			bad = append(bad, err.Error())
 		}
 	}
-	t.Logf("%d acknowledged records across %d partitions survived 3 SIGKILL restarts exactly once, in order", want, partitions)
+	if len(bad) > 0 {
+		t.Fatal(strings.Join(bad, "\n"))
+	}
+	t.Logf("%d acknowledged records across %d partitions survived %d SIGKILLs mid-produce exactly once, in order", acks.Count(), partitions, cycles)
 }

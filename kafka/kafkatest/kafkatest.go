@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
@@ -154,8 +155,5 @@ func Require(t testing.TB, ok bool, what string) {
 	if ok {
 		return
 	}
-	if os.Getenv("NEREUS_REQUIRE_EXTERNAL") == "1" {
-		t.Fatalf("%s is required (NEREUS_REQUIRE_EXTERNAL=1) but not available", what)
-	}
-	t.Skipf("%s not available; skipping (set NEREUS_REQUIRE_EXTERNAL=1 to fail instead)", what)
+	testenv.SkipOrFail(t, "%s not available", what)
 }

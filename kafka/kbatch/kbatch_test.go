@@ -127,3 +127,30 @@ func FuzzValidateProduced(f *testing.F) {
 		}
 	})
 }
+
+func TestControlRoundTrip(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		b := BuildControl(4242, 7, commit, 3, 1700000000000)
+		h, err := ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.ProducerID != 4242 || h.ProducerEpoch != 7 || h.BaseSequence != -1 ||
+			h.Attributes != AttrTransactional|AttrControl || h.NumRecords != 1 {
+			t.Fatalf("header %+v", h)
+		}
+		if err := CheckCRC(b); err != nil {
+			t.Fatal(err)
+		}
+		typ, err := ControlType(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int16{false: ControlAbort, true: ControlCommit}[commit]; typ != want {
+			t.Fatalf("type %d, want %d", typ, want)
+		}
+	}
+	if _, err := ControlType(sample()); err == nil {
+		t.Fatal("a data batch parsed as a control batch")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nereusstream/nereus-go/stream"
@@ -89,6 +90,40 @@ func oneOf(vals ...string) func(string) error {
 	}
 }
 
+func cleanupPolicy(v string) error {
+	seen := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p != "delete" && p != "compact" {
+			return fmt.Errorf("must be a list of delete and compact, got %q", v)
+		}
+		seen[p] = true
+	}
+	if len(seen) == 0 {
+		return fmt.Errorf("must not be empty")
+	}
+	return nil
+}
+
+// Compacted reports whether cleanup.policy includes compact.
+func (c TopicConfigs) Compacted() bool {
+	_, compact := c.cleanupPolicies()
+	return compact
+}
+
+func (c TopicConfigs) cleanupPolicies() (del, compact bool) {
+	v, _ := c.Get(ConfigCleanupPolicy)
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case "delete":
+			del = true
+		case "compact":
+			compact = true
+		}
+	}
+	return del, compact
+}
+
 func boolean(v string) error {
 	if v != "true" && v != "false" {
 		return fmt.Errorf("must be true or false")
@@ -104,8 +139,8 @@ func profileName(v string) error {
 }
 
 var configDefs = []ConfigDef{
-	{Name: ConfigCleanupPolicy, Default: "delete", Type: TypeList, Enforced: true, validate: oneOf("delete"),
-		Doc: "Only delete is supported; log compaction is not."},
+	{Name: ConfigCleanupPolicy, Default: "delete", Type: TypeList, Enforced: true, validate: cleanupPolicy,
+		Doc: "delete, compact or compact,delete. A compact-only topic has no time or size retention. Compaction itself is not built yet: a compacted topic keeps every record (Kafka guarantees at least the latest value per key)."},
 	{Name: ConfigRetentionMs, Default: "604800000", Type: TypeLong, Enforced: true, validate: longAtLeast(-1),
 		Doc: "Maps onto the partition streams' time retention (-1: unlimited)."},
 	{Name: ConfigRetentionBytes, Default: "-1", Type: TypeLong, Enforced: true, validate: longAtLeast(-1),
@@ -216,9 +251,13 @@ func (c TopicConfigs) Profile() stream.Profile {
 }
 
 // Retention maps retention.ms / retention.bytes onto stream retention
-// (Kafka's -1 "unlimited" is the stream's zero).
+// (Kafka's -1 "unlimited" is the stream's zero). A compact-only topic
+// (cleanup.policy without delete) has none, as in Kafka.
 func (c TopicConfigs) Retention() stream.Retention {
 	var r stream.Retention
+	if del, _ := c.cleanupPolicies(); !del {
+		return r
+	}
 	if ms := c.int64(ConfigRetentionMs); ms > 0 {
 		r.Time = time.Duration(ms) * time.Millisecond
 	}

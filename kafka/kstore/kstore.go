@@ -15,6 +15,8 @@
 //     persisted group state ("kafka/groups/<g>/state", see groupstate.go)
 //     and the producer id allocator ("kafka/producer-ids"), shared by every
 //     broker of the cluster.
+//   - each partition's transaction index ("kafka/ptxn/...", txnindex.go):
+//     open transactions (the last stable offset) and aborted ranges.
 //
 // Kafka protocol state lives here, separate from stream truth: the stream
 // core never sees topic names or group ids as coordinates, and this package
@@ -110,6 +112,8 @@ type Store struct {
 	pidMu         sync.Mutex
 	pidNext, pidE int64
 
+	txns txnIndexes // per-partition transaction indexes (txnindex.go)
+
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 }
@@ -144,6 +148,7 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 func (s *Store) Close(ctx context.Context) error {
 	s.stopWatch()
 	<-s.watchDone
+	s.closeTxnIndexes(ctx)
 	s.mu.Lock()
 	s.topics = map[string]*Topic{}
 	s.gen++

@@ -272,7 +272,7 @@ func TestConfigs(t *testing.T) {
 	if !c.LogAppendTime() || c.Profile() != stream.DefaultProfile || c.MaxMessageBytes() != 1048588 {
 		t.Fatal("effective values")
 	}
-	for _, bad := range [][2]string{{"nope", "1"}, {ConfigCleanupPolicy, "compact"}, {ConfigStorageProfile, "FLOPPY"}, {ConfigRetentionMs, "-2"}} {
+	for _, bad := range [][2]string{{"nope", "1"}, {ConfigCleanupPolicy, "compact,shrink"}, {ConfigStorageProfile, "FLOPPY"}, {ConfigRetentionMs, "-2"}} {
 		if err := ValidateConfig(bad[0], bad[1]); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("%v: %v", bad, err)
 		}

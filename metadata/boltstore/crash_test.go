@@ -25,7 +25,7 @@ const crashEnv = "NEREUS_BOLTSTORE_CRASH_HELPER_DB"
 func TestCrashHelper(t *testing.T) {
 	path := os.Getenv(crashEnv)
 	if path == "" {
-		t.Skip("helper process for TestKillNineRecovery")
+		t.Skip("helper process for TestKillNineRecovery") // skip-ok: runs only as a child of TestKillNineRecovery
 	}
 	round := os.Getenv(crashEnv + "_ROUND")
 	s, err := boltstore.Open(path, boltstore.Options{})
@@ -96,7 +96,7 @@ func TestCrashHelper(t *testing.T) {
 // issued, and no ephemeral survived.
 func TestKillNineRecovery(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
-		t.Skip("in helper")
+		t.Skip("in helper") // skip-ok: the child runs TestCrashHelper only
 	}
 	path := filepath.Join(t.TempDir(), "crash.db")
 	acked := map[string]metadata.Version{}

@@ -69,7 +69,7 @@ func runWriter() int {
 // cleanup; power-loss durability rests on the fsync protocol in the doc.)
 func TestKilledWriterLeavesNoPartialObjects(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns a child process")
+		t.Skip("spawns a child process") // skip-ok: -short asked for it
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -190,7 +190,7 @@ type child struct {
 
 func TestMultiProcessCAS(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns child processes")
+		t.Skip("spawns child processes") // skip-ok: -short asked for it
 	}
 	const children = 8
 	const rounds = 8

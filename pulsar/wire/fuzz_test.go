@@ -34,7 +34,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if fr.Payload != nil {
 				p, err := ParsePayload(fr.Payload)
 				if err == nil {
-					_ = p.Key()
+					_ = p.StickyKey()
 					_, _ = ParseBatch(p.Body, p.NumMessages())
 				}
 			}

@@ -23,11 +23,13 @@ package wire
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -310,31 +312,29 @@ func ParseBatch(body []byte, n int) ([]SingleMessage, error) {
 	return out, nil
 }
 
-// Key returns the routing key of an entry for Key_Shared dispatch: the
-// ordering key, else the partition key, else (for an uncompressed batch) the
-// first message's key. Producers that batch by key give every message of a
-// batch the same key.
-func (p *Payload) Key() []byte {
+// noneKey is Pulsar's sticky key for an entry without key, producer name
+// or sequence id (Commands.NONE_KEY).
+var noneKey = []byte("NONE_KEY")
+
+// StickyKey returns the entry's Key_Shared routing key exactly as Pulsar
+// 4.x resolves it (Commands.resolveStickyKey, from the entry's metadata
+// only): the ordering key, else the partition key (base64-decoded when
+// flagged), else "<producer name>-<sequence id>", else "NONE_KEY".
+// Producers that batch by key give every message of a batch that key.
+func (p *Payload) StickyKey() []byte {
 	md := p.Metadata
-	if len(md.OrderingKey) > 0 {
+	switch {
+	case md.OrderingKey != nil:
 		return md.OrderingKey
-	}
-	if md.PartitionKey != nil {
-		return []byte(md.GetPartitionKey())
-	}
-	if p.Batched() && md.GetCompression() == pb.CompressionType_NONE && len(p.Body) >= 4 {
-		sz := binary.BigEndian.Uint32(p.Body)
-		if uint64(sz) <= uint64(len(p.Body)-4) {
-			smm := &pb.SingleMessageMetadata{}
-			if unmarshal.Unmarshal(p.Body[4:4+sz], smm) == nil {
-				if len(smm.OrderingKey) > 0 {
-					return smm.OrderingKey
-				}
-				if smm.PartitionKey != nil {
-					return []byte(smm.GetPartitionKey())
-				}
+	case md.PartitionKey != nil:
+		if md.GetPartitionKeyB64Encoded() {
+			if k, err := base64.StdEncoding.DecodeString(md.GetPartitionKey()); err == nil {
+				return k
 			}
 		}
+		return []byte(md.GetPartitionKey())
+	case md.ProducerName != nil && md.SequenceId != nil:
+		return []byte(md.GetProducerName() + "-" + strconv.FormatUint(md.GetSequenceId(), 10))
 	}
-	return nil
+	return noneKey
 }

@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/nereusstream/nereus-go/bookkeeper"
 	"github.com/nereusstream/nereus-go/bookkeeper/namespace"
@@ -80,6 +83,10 @@ type Config struct {
 	ReaderCache int
 	// Logger receives lifecycle events (default: warnings to stderr).
 	Logger *slog.Logger
+	// Meter records adds, run latency, ledgers, rollovers and taints
+	// (metrics.go); default the global OpenTelemetry meter, a no-op unless
+	// the process installed a provider.
+	Meter metric.Meter
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -142,6 +149,7 @@ type Provider struct {
 	ledgers map[int64]*ledger // ledgers this incarnation created, until finalized
 
 	readers *readerCache
+	met     *providerMetrics
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -161,6 +169,7 @@ func Open(cfg Config) (*Provider, error) {
 		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.readers = newReaderCache(cfg.ReaderCache)
+	p.met = newProviderMetrics(cfg.Meter)
 	return p, nil
 }
 
@@ -207,6 +216,9 @@ type pendingRun struct {
 	futs []*bookkeeper.AddFuture
 	crc  uint32
 	err  error
+	// bytes and sent (when the first entry went out) feed the metrics.
+	bytes int64
+	sent  time.Time
 }
 
 // lane serialises one stream's runs.
@@ -334,6 +346,7 @@ func (l *lane) submit(pr *pendingRun) {
 	}
 	if reason := l.needRollover(run, int64(len(frames)), bytes); reason != "" {
 		if l.cur != nil {
+			p.met.rollover(strings.ReplaceAll(reason, " ", "_"))
 			p.log.Info("bkwal: rolling over", "stream", fmt.Sprintf("%016x", l.stream), "ledger", l.cur.id, "reason", reason)
 			p.seal(l.cur)
 			l.cur = nil
@@ -354,13 +367,16 @@ func (l *lane) submit(pr *pendingRun) {
 	led := l.cur
 	pr.led = led
 	led.runStarted(int64(len(frames)), bytes)
+	pr.bytes, pr.sent = bytes, time.Now()
 	crc := uint32(0)
 	for _, f := range frames {
 		fut, err := led.w.AppendAsync(p.ctx, f)
 		if err != nil {
 			// Nothing of this entry was sent; earlier ones were: the run
 			// fails and the ledger's tail is never reused.
-			led.taint("append refused: " + err.Error())
+			if led.taint("append refused: " + err.Error()) {
+				p.met.tainted("append_refused")
+			}
 			pr.err = fmt.Errorf("nereus/bkwal: ledger %d: %w", led.id, err)
 			return
 		}
@@ -432,13 +448,16 @@ func (l *lane) completeLoop() {
 		if pr.err == nil {
 			for _, f := range pr.futs {
 				if err := f.Err(); err != nil {
-					pr.led.taint("add failed: " + err.Error())
+					if pr.led.taint("add failed: " + err.Error()) {
+						p.met.tainted("add_failed")
+					}
 					pr.err = fmt.Errorf("nereus/bkwal: ledger %d entry %d: %w", pr.led.id, f.EntryID(), err)
 					break
 				}
 			}
 		}
 		if pr.err != nil {
+			p.met.failedRuns.Add(bg, 1)
 			if pr.led != nil {
 				pr.led.runFinished(false)
 				p.maybeFinalize(pr.led)
@@ -452,6 +471,7 @@ func (l *lane) completeLoop() {
 			t.flags |= flagUnitRecords
 		}
 		pr.led.runFinished(true)
+		p.met.runDone(int64(len(pr.futs)), pr.bytes, pr.sent)
 		pr.done(t.encode(), nil)
 	}
 }

@@ -70,12 +70,16 @@ func (led *ledger) size() (int64, int64) {
 	return led.entries, led.bytes
 }
 
-func (led *ledger) taint(reason string) {
+// taint marks the ledger's tail as never to be reused; it reports whether
+// this call tainted it (the first reason wins).
+func (led *ledger) taint(reason string) bool {
 	led.mu.Lock()
 	defer led.mu.Unlock()
 	if led.tainted == "" {
 		led.tainted = reason
+		return true
 	}
+	return false
 }
 
 func (led *ledger) isTainted() bool {
@@ -131,6 +135,16 @@ func (p *Provider) deleteSettled(ctx context.Context, key string) error {
 // and mark it OPEN. Any failure burns the ID; the record left behind is
 // cleaned up by Recover.
 func (p *Provider) openLedger(ctx context.Context, stream, epoch, token uint64) (*ledger, error) {
+	led, err := p.createLedger(ctx, stream, epoch, token)
+	if err != nil {
+		p.met.ledgersFailed.Add(bg, 1)
+		return nil, err
+	}
+	p.met.ledgersOpened.Add(bg, 1)
+	return led, nil
+}
+
+func (p *Provider) createLedger(ctx context.Context, stream, epoch, token uint64) (*ledger, error) {
 	id, err := p.cfg.Namespace.Allocate(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("nereus/bkwal: allocating a ledger ID: %w", err)
@@ -162,7 +176,9 @@ func (p *Provider) openLedger(ctx context.Context, stream, epoch, token uint64) 
 	p.ledgers[id] = led
 	p.mu.Unlock()
 	if err := p.takePointer(ctx, stream, epoch, token, id); err != nil {
-		led.taint("stream pointer: " + err.Error())
+		if led.taint("stream pointer: " + err.Error()) {
+			p.met.tainted("stream_pointer")
+		}
 		p.seal(led)
 		return nil, err
 	}
@@ -313,6 +329,10 @@ func (p *Provider) maybeFinalize(led *ledger) {
 		if err != nil {
 			p.log.Warn("bkwal: finalizing ledger failed; left to Recover", "ledger", led.id, "err", err)
 			return
+		}
+		p.met.ledgersFinal.Add(bg, 1)
+		if !committed {
+			p.met.ledgersDelete.Add(bg, 1)
 		}
 		p.mu.Lock()
 		delete(p.ledgers, led.id)

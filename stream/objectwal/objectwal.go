@@ -42,6 +42,8 @@ import (
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config configures the provider. Zero values mean the documented defaults.
@@ -74,6 +76,10 @@ type Config struct {
 	ScanPrefix string
 	// Logger receives lifecycle events (default: warnings to stderr).
 	Logger *slog.Logger
+	// Meter receives the wal producer's metrics (segments, bytes, commits,
+	// conflicts, commit latency; wal/metrics.go). Default: the global
+	// OpenTelemetry meter, a no-op unless the process installed one.
+	Meter metric.Meter
 }
 
 func (c *Config) withDefaults() error {
@@ -179,6 +185,7 @@ func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
 		UploadConcurrency: p.cfg.UploadConcurrency,
 		MaxInFlightBytes:  p.cfg.MaxInFlightBytes,
 		Logger:            p.cfg.Logger,
+		Meter:             p.cfg.Meter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objectwal: claiming log %s: %w", p.cfg.Prefix, err)

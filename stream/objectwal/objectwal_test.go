@@ -243,12 +243,18 @@ func TestResponseLossEverywhere(t *testing.T) {
 					if info, err = c.Create(ctx, "loss", stream.CreateOptions{}); err == nil || errors.Is(err, stream.ErrStreamExists) {
 						break
 					}
+					if ctx.Err() != nil {
+						t.Fatalf("create: %v", err)
+					}
 				}
 				id = info.ID
 				var sess stream.Session
 				for {
 					if sess, err = c.AcquireSession(ctx, id, stream.SessionOptions{}); err == nil {
 						break
+					}
+					if ctx.Err() != nil {
+						t.Fatalf("acquire: %v", err)
 					}
 				}
 				futs := map[string]*stream.AppendFuture{}

@@ -41,6 +41,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/objectstore/s3store"
 )
 
@@ -48,9 +49,6 @@ import (
 const (
 	// EnvBinary names the versitygw binary to use.
 	EnvBinary = "NEREUS_VERSITYGW"
-	// EnvRequireExternal=1 turns "versitygw missing" from a skip into a
-	// failure.
-	EnvRequireExternal = "NEREUS_REQUIRE_EXTERNAL"
 )
 
 const (
@@ -113,8 +111,8 @@ func Require(tb testing.TB) *Server {
 	}
 	if sharedErr != nil {
 		var nb *notInstalledError
-		if errors.As(sharedErr, &nb) && os.Getenv(EnvRequireExternal) != "1" {
-			tb.Skipf("s3test: %v (set %s=1 to make this a failure)", sharedErr, EnvRequireExternal)
+		if errors.As(sharedErr, &nb) {
+			testenv.SkipOrFail(tb, "s3test: %v", sharedErr)
 		}
 		tb.Fatalf("s3test: %v", sharedErr)
 	}
@@ -200,7 +198,7 @@ func start(bin string) (*Server, error) {
 	var stderr strings.Builder
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = testenv.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("start %s: %w", bin, err)

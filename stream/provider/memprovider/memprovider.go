@@ -74,6 +74,16 @@ func (p *Provider) Restart() {
 	defer p.mu.Unlock()
 	p.gen++
 	p.closed = false
+	p.closeLanesLocked()
+}
+
+// closeLanesLocked ends the per-stream callback goroutines once they have
+// run what was queued (so a test in a synctest bubble ends with no
+// goroutine left behind).
+func (p *Provider) closeLanesLocked() {
+	for _, lane := range p.lanes {
+		close(lane)
+	}
 	p.lanes = map[uint64]chan func(){}
 }
 
@@ -124,7 +134,9 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 			}
 		}()
 	}
-	p.mu.Unlock()
+	// Sent under mu so Close (which closes the lanes under mu) never races
+	// a send; the lane's buffer makes this non-blocking in practice.
+	defer p.mu.Unlock()
 	lane <- func() {
 		if delay > 0 {
 			time.Sleep(delay)
@@ -255,5 +267,6 @@ func (p *Provider) Close(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
+	p.closeLanesLocked()
 	return nil
 }

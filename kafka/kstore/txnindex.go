@@ -1,0 +1,522 @@
+package kstore
+
+// Per-partition transaction index: which producers have a transaction open
+// on the partition (the last stable offset is the first offset of the
+// oldest), and which transactions were aborted and where (the
+// aborted-transaction list a read_committed Fetch returns).
+//
+// Truth is the partition stream itself, as in Kafka: a transactional batch
+// opens its producer's transaction on the partition, a control batch (the
+// coordinator's commit or abort marker) closes it. The index is a cache of
+// that truth plus a checkpoint in the metadata store:
+//
+//	kafka/ptxn/<stream id>              {scannedTo, open transactions}
+//	kafka/ptxn/<stream id>/a/<last, 20> one aborted transaction
+//
+// The checkpoint says "the state of every batch before scannedTo is this";
+// loading an index reads it and scans the stream from scannedTo to the end.
+// A partition without a checkpoint record never had a transactional batch:
+// the record is created before the first one is appended.
+//
+// Why the index is never ahead of the stream (what keeps uncommitted data
+// invisible to read_committed):
+//   - a producer's transaction is registered as open BEFORE its first batch
+//     is issued, with the committed end at that moment as its first offset;
+//     the batch can only commit at or after that offset, so the last stable
+//     offset can never pass an uncommitted transactional batch;
+//   - a transaction is closed only after its marker committed;
+//   - a checkpoint's scannedTo is never beyond a marker still in flight, so
+//     a marker that commits after the checkpoint is found by the next scan;
+//   - aborted entries are persisted before a checkpoint that moves past
+//     them.
+// Transactional appends and markers of one partition are issued under the
+// index's lock, so "verify with the coordinator, then issue" cannot
+// interleave with "the coordinator ended the transaction, issue its marker".
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+const keyPartitionTxns = "kafka/ptxn/"
+
+// AbortedTxn is one aborted transaction on a partition: its producer's
+// batches in [First, Last] are to be skipped by read_committed consumers;
+// Last is the offset of the abort marker.
+type AbortedTxn struct {
+	ProducerID int64 `json:"pid"`
+	First      int64 `json:"first"`
+	Last       int64 `json:"last"`
+}
+
+// OpenTxn is a transaction open on a partition.
+type OpenTxn struct {
+	ProducerID    int64 `json:"pid"`
+	ProducerEpoch int16 `json:"epoch"`
+	// First is a lower bound of the transaction's first offset on the
+	// partition (exact when the index learned it from a scan).
+	First int64 `json:"first"`
+	// StartMs is when this broker first saw it (0 after a reload).
+	StartMs int64 `json:"-"`
+}
+
+type txnCheckpoint struct {
+	V         int       `json:"v"` // 1
+	ScannedTo int64     `json:"scannedTo"`
+	Open      []OpenTxn `json:"open,omitempty"`
+}
+
+// txnIndex is one partition's index. mu is held while a transactional
+// batch or a marker is issued.
+type txnIndex struct {
+	id stream.ID
+
+	mu      sync.Mutex
+	loaded  bool
+	hasRec  bool // the checkpoint record exists
+	recVer  metadata.Version
+	open    map[int64]OpenTxn
+	aborted []AbortedTxn // sorted by Last
+	// unpersisted are aborted entries not yet in the metadata store.
+	unpersisted []AbortedTxn
+	// markersInFlight holds, per marker issued and not yet settled, the
+	// committed end when it was issued (a lower bound of its offset).
+	markersInFlight map[uint64]int64
+	nextMarker      uint64
+	dirty           bool
+	flushing        bool
+}
+
+// txnIndexes is the Store's set of partition indexes, keyed by stream id so
+// that topic cache reloads keep them.
+type txnIndexes struct {
+	mu     sync.Mutex
+	byID   map[stream.ID]*txnIndex
+	closed bool
+	timers sync.WaitGroup
+}
+
+// closeTxnIndexes stops scheduling checkpoints, waits for running ones and
+// writes a last checkpoint of every changed index (a clean shutdown then
+// needs no scan at the next start).
+func (s *Store) closeTxnIndexes(ctx context.Context) {
+	s.txns.mu.Lock()
+	s.txns.closed = true
+	xs := make([]*txnIndex, 0, len(s.txns.byID))
+	for _, x := range s.txns.byID {
+		xs = append(xs, x)
+	}
+	s.txns.mu.Unlock()
+	s.txns.timers.Wait()
+	for _, x := range xs {
+		x.mu.Lock()
+		dirty := x.dirty && x.hasRec
+		x.mu.Unlock()
+		if dirty {
+			if err := s.flushTxnIndex(ctx, x); err != nil {
+				s.log.Warn("kafka/kstore: final transaction checkpoint failed", "stream", x.id, "err", err)
+			}
+		}
+	}
+}
+
+func (s *Store) txnIndexFor(id stream.ID) *txnIndex {
+	s.txns.mu.Lock()
+	defer s.txns.mu.Unlock()
+	if s.txns.byID == nil {
+		s.txns.byID = map[stream.ID]*txnIndex{}
+	}
+	x := s.txns.byID[id]
+	if x == nil {
+		x = &txnIndex{id: id, open: map[int64]OpenTxn{}, markersInFlight: map[uint64]int64{}}
+		s.txns.byID[id] = x
+	}
+	return x
+}
+
+func txnCheckpointKey(id stream.ID) string { return keyPartitionTxns + id.String() }
+func abortedPrefix(id stream.ID) string    { return keyPartitionTxns + id.String() + "/a/" }
+func abortedKey(id stream.ID, last int64) string {
+	return fmt.Sprintf("%s%020d", abortedPrefix(id), last)
+}
+
+// load reads the checkpoint and scans the stream past it. Caller holds mu.
+func (s *Store) loadTxnIndex(ctx context.Context, x *txnIndex) error {
+	if x.loaded {
+		return nil
+	}
+	rec, err := s.meta.Get(ctx, txnCheckpointKey(x.id))
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		x.loaded = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var cp txnCheckpoint
+	if err := json.Unmarshal(rec.Value, &cp); err != nil || cp.V != 1 {
+		return fmt.Errorf("kafka/kstore: corrupt transaction checkpoint of stream %v: %v", x.id, err)
+	}
+	prefix := abortedPrefix(x.id)
+	recs, err := s.meta.RangeScan(ctx, prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return err
+	}
+	open := map[int64]OpenTxn{}
+	for _, o := range cp.Open {
+		open[o.ProducerID] = o
+	}
+	var aborted []AbortedTxn
+	for _, r := range recs {
+		var a AbortedTxn
+		if err := json.Unmarshal(r.Value, &a); err != nil {
+			return fmt.Errorf("kafka/kstore: corrupt aborted-transaction record %s: %v", r.Key, err)
+		}
+		aborted = append(aborted, a)
+	}
+	var scanned []AbortedTxn
+	// Scan [scannedTo, end) for transactional batches and markers.
+	from := cp.ScannedTo
+	for {
+		res, err := s.streams.Read(ctx, x.id, from, stream.ReadOptions{MaxBytes: 8 << 20, MaxEntries: 10000})
+		if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
+			from = res.StartOffset
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kafka/kstore: scan stream %v for transactions: %w", x.id, err)
+		}
+		for _, e := range res.Entries {
+			if e.Offset < cp.ScannedTo {
+				continue // accounted for by the checkpoint
+			}
+			applyScanned(open, &scanned, e)
+		}
+		if res.Next <= from || res.Next >= res.EndOffset {
+			break
+		}
+		from = res.Next
+	}
+	known := map[int64]bool{}
+	for _, a := range aborted {
+		known[a.Last] = true
+	}
+	for _, a := range scanned {
+		if !known[a.Last] {
+			aborted = append(aborted, a)
+			x.unpersisted = append(x.unpersisted, a)
+		}
+	}
+	sort.Slice(aborted, func(i, j int) bool { return aborted[i].Last < aborted[j].Last })
+	x.open, x.aborted = open, aborted
+	x.hasRec, x.recVer, x.loaded = true, rec.Version, true
+	x.dirty = len(x.unpersisted) > 0
+	return nil
+}
+
+// applyScanned folds one stored batch into the state.
+func applyScanned(open map[int64]OpenTxn, aborted *[]AbortedTxn, e stream.ReadEntry) {
+	h, err := kbatch.ParseHeader(e.Payload)
+	if err != nil || h.Attributes&kbatch.AttrTransactional == 0 || h.ProducerID < 0 {
+		return
+	}
+	if h.Attributes&kbatch.AttrControl == 0 {
+		if _, ok := open[h.ProducerID]; !ok {
+			open[h.ProducerID] = OpenTxn{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, First: e.Offset}
+		}
+		return
+	}
+	typ, err := kbatch.ControlType(e.Payload)
+	if err != nil {
+		return
+	}
+	o, ok := open[h.ProducerID]
+	if !ok {
+		return // a repeated marker (recovery re-sends them): no-op
+	}
+	delete(open, h.ProducerID)
+	if typ == kbatch.ControlAbort {
+		*aborted = append(*aborted, AbortedTxn{ProducerID: h.ProducerID, First: o.First, Last: e.Offset})
+	}
+}
+
+// TxnVerifier is asked, under the partition's index lock, whether a
+// transactional batch of producerID/epoch may be appended now (the
+// coordinator's KIP-890 verification: its transaction is ongoing and
+// includes this partition).
+type TxnVerifier func() error
+
+// AppendTransactional issues a transactional batch on the partition: it
+// loads the partition's transaction index, verifies the producer with the
+// coordinator, registers the producer's transaction as open (before the
+// batch can commit) and issues the append, all under the index lock.
+func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64, epoch int16, verify TxnVerifier,
+	build func(epoch int32) stream.AppendRequest) (*Appending, error) {
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		return nil, err
+	}
+	if err := verify(); err != nil {
+		return nil, err
+	}
+	end, _, err := s.streams.Notify(ctx, p.StreamID)
+	if err != nil {
+		return nil, err
+	}
+	if !x.hasRec {
+		if err := s.createTxnCheckpoint(ctx, x, end); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := x.open[pid]; !ok {
+		x.open[pid] = OpenTxn{ProducerID: pid, ProducerEpoch: epoch, First: end, StartMs: s.cfg.Now().UnixMilli()}
+		x.dirty = true
+	}
+	return s.AppendAsync(ctx, p, build)
+}
+
+// createTxnCheckpoint writes the first checkpoint of a partition (nothing
+// transactional before scannedTo). Caller holds x.mu.
+func (s *Store) createTxnCheckpoint(ctx context.Context, x *txnIndex, scannedTo int64) error {
+	val, _ := json.Marshal(txnCheckpoint{V: 1, ScannedTo: scannedTo})
+	key := txnCheckpointKey(x.id)
+	v, err := s.meta.Put(ctx, key, val, metadata.NotExists)
+	if err != nil {
+		// Conflict or unknown: a record exists now (ours, or one written
+		// by an earlier owner whose state we already loaded as absent).
+		rec, gerr := s.meta.Get(ctx, key)
+		if gerr != nil {
+			return fmt.Errorf("kafka/kstore: create transaction checkpoint: %w", err)
+		}
+		v = rec.Version
+	}
+	x.hasRec, x.recVer = true, v
+	return nil
+}
+
+// AppendMarker writes a transaction marker (commit or abort control batch)
+// for producerID to the partition and waits for it to commit, then closes
+// the producer's transaction in the index. Writing a marker for a producer
+// with no open transaction on the partition is harmless (recovery repeats
+// markers), so on an uncertain outcome the caller simply writes it again.
+func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		x.mu.Unlock()
+		return -1, err
+	}
+	end, _, err := s.streams.Notify(ctx, p.StreamID)
+	if err != nil {
+		x.mu.Unlock()
+		return -1, err
+	}
+	// A producer with no open transaction here (added but never produced
+	// to, or already closed) still gets its marker, as in Kafka.
+	now := s.cfg.Now().UnixMilli()
+	batch := kbatch.BuildControl(pid, epoch, commit, coordinatorEpoch, now)
+	app, err := s.AppendAsync(ctx, p, func(le int32) stream.AppendRequest {
+		kbatch.SetLeaderEpoch(batch, le)
+		return stream.AppendRequest{Entries: []stream.Entry{{Payload: batch, RecordCount: 1, Timestamp: now}}, ExpectedStart: -1}
+	})
+	if err != nil {
+		x.mu.Unlock()
+		return -1, err
+	}
+	x.nextMarker++
+	mid := x.nextMarker
+	x.markersInFlight[mid] = end
+	x.mu.Unlock()
+
+	res, err := app.Settle(ctx)
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.markersInFlight, mid)
+	if err != nil {
+		return -1, err
+	}
+	if o, ok := x.open[pid]; ok {
+		delete(x.open, pid)
+		if !commit {
+			a := AbortedTxn{ProducerID: pid, First: o.First, Last: res.Start}
+			x.unpersisted = append(x.unpersisted, a)
+			x.aborted = append(x.aborted, a)
+			sort.Slice(x.aborted, func(i, j int) bool { return x.aborted[i].Last < x.aborted[j].Last })
+		}
+		x.dirty = true
+	}
+	s.kickTxnFlush(x)
+	return res.Start, nil
+}
+
+// StableOffset returns the partition's last stable offset given its high
+// watermark: the first offset of the oldest open transaction, or hwm.
+func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int64, error) {
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		return -1, err
+	}
+	lso := hwm
+	for _, o := range x.open {
+		lso = min(lso, o.First)
+	}
+	return lso, nil
+}
+
+// AbortedTxns returns the aborted transactions a read_committed fetch of
+// [from, upTo) must know: those whose abort marker is at or after from and
+// that began before upTo, ordered by first offset.
+func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64) ([]AbortedTxn, error) {
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(x.aborted), func(i int) bool { return x.aborted[i].Last >= from })
+	var out []AbortedTxn
+	for _, a := range x.aborted[i:] {
+		if a.First < upTo {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out, nil
+}
+
+// OpenTxns returns the transactions open on the partition (DescribeProducers).
+func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		return nil, err
+	}
+	out := make([]OpenTxn, 0, len(x.open))
+	for _, o := range x.open {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out, nil
+}
+
+// txnFlushDelay batches checkpoint writes: the scan after a restart covers
+// at most about this much of a partition's recent history.
+const txnFlushDelay = time.Second
+
+// kickTxnFlush schedules a checkpoint of x if it changed. Caller holds x.mu.
+func (s *Store) kickTxnFlush(x *txnIndex) {
+	if !x.dirty || x.flushing || !x.hasRec {
+		return
+	}
+	s.txns.mu.Lock()
+	closed := s.txns.closed
+	if !closed {
+		s.txns.timers.Add(1)
+	}
+	s.txns.mu.Unlock()
+	if closed {
+		return
+	}
+	x.flushing = true
+	time.AfterFunc(txnFlushDelay, func() {
+		defer s.txns.timers.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.flushTxnIndex(ctx, x); err != nil {
+			s.log.Warn("kafka/kstore: transaction checkpoint failed; will retry", "stream", x.id, "err", err)
+		}
+		x.mu.Lock()
+		x.flushing = false
+		s.kickTxnFlush(x)
+		x.mu.Unlock()
+	})
+}
+
+// flushTxnIndex persists new aborted entries, then the checkpoint. The
+// metadata writes run without x.mu; the snapshot they write is taken under it.
+func (s *Store) flushTxnIndex(ctx context.Context, x *txnIndex) error {
+	x.mu.Lock()
+	end, _, err := s.streams.Notify(ctx, x.id)
+	if err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	scannedTo := end
+	for _, e := range x.markersInFlight {
+		scannedTo = min(scannedTo, e)
+	}
+	cp := txnCheckpoint{V: 1, ScannedTo: scannedTo}
+	for _, o := range x.open {
+		cp.Open = append(cp.Open, o)
+	}
+	sort.Slice(cp.Open, func(i, j int) bool { return cp.Open[i].ProducerID < cp.Open[j].ProducerID })
+	newAborted := append([]AbortedTxn(nil), x.unpersisted...)
+	ver := x.recVer
+	x.dirty = false
+	x.mu.Unlock()
+
+	if len(newAborted) > 0 {
+		ops := make([]metadata.Op, 0, len(newAborted))
+		for _, a := range newAborted {
+			val, _ := json.Marshal(a)
+			ops = append(ops, metadata.Op{Kind: metadata.OpPut, Key: abortedKey(x.id, a.Last), Value: val, Expected: metadata.AnyVersion})
+		}
+		res, err := s.meta.Batch(ctx, ops)
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+					break
+				}
+			}
+		}
+		if err != nil {
+			s.markTxnDirty(x)
+			return err
+		}
+	}
+	val, _ := json.Marshal(cp)
+	v, err := s.meta.Put(ctx, txnCheckpointKey(x.id), val, ver)
+	if err != nil {
+		// Unknown or conflict: re-read the version and try again later
+		// (the next scan covers whatever this checkpoint would have).
+		if rec, gerr := s.meta.Get(ctx, txnCheckpointKey(x.id)); gerr == nil {
+			x.mu.Lock()
+			x.recVer = rec.Version
+			x.mu.Unlock()
+		}
+		s.markTxnDirty(x)
+		return err
+	}
+	x.mu.Lock()
+	x.recVer = v
+	x.unpersisted = x.unpersisted[len(newAborted):]
+	x.mu.Unlock()
+	return nil
+}
+
+func (s *Store) markTxnDirty(x *txnIndex) {
+	x.mu.Lock()
+	x.dirty = true
+	x.mu.Unlock()
+}
+
+// ProducerIDString is how a Kafka producer id is named as a stream
+// sequence producer.
+func ProducerIDString(pid int64) string { return strconv.FormatInt(pid, 10) }

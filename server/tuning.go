@@ -1,0 +1,238 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nereusstream/nereus-go/stream"
+	"github.com/nereusstream/nereus-go/stream/bkwal"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
+)
+
+// Tuning holds the operational constants an operator may need to change:
+// session lifetime, retention cadence, caches, Object WAL upload and
+// truncation, BookKeeper ledger shape and rollover, metrics cardinality.
+// Every field has a documented default (DefaultTuning) that is the same as
+// the library default it feeds, so a server on its defaults behaves exactly
+// like the packages on theirs. Each is a flag, a NEREUS_* variable and a
+// config-file key (tuningSettings, README "Configuration").
+type Tuning struct {
+	// SessionTTL is how long an append session lives without renewal: the
+	// time a crashed node's streams wait before another writer may take
+	// them over (default 30s). The core renews at a fraction of it.
+	SessionTTL time.Duration
+	// RetentionInterval is how often the core enforces stream retention
+	// (default 30s).
+	RetentionInterval time.Duration
+	// TailCacheBytes bounds the core's cache of recently committed entries
+	// that tailing readers are served from (default 64 MiB).
+	TailCacheBytes int64
+	// MaxPendingRuns bounds runs written to a WAL but not yet committed,
+	// per stream, before appends wait (default 256).
+	MaxPendingRuns int64
+
+	// ObjectWALUploadConcurrency bounds parallel segment uploads (default 4).
+	ObjectWALUploadConcurrency int64
+	// ObjectWALMaxInFlightBytes caps bytes written to the Object WAL but not
+	// yet durable; appends wait beyond it (default 256 MiB).
+	ObjectWALMaxInFlightBytes int64
+	// ObjectWALCacheBytes bounds the decoded-run read cache (default 64 MiB).
+	ObjectWALCacheBytes int64
+	// ObjectWALTruncateInterval is how often settled manifest entries are
+	// dropped (default 100ms; the manifest is rewritten on every flush, so
+	// its size is each flush's cost).
+	ObjectWALTruncateInterval time.Duration
+
+	// BookKeeperEnsembleSize, BookKeeperWriteQuorum, BookKeeperAckQuorum
+	// shape new ledgers (defaults 3, 2, 2: with E = WQ > AQ one bookie
+	// failure does not taint a ledger). Need E >= WQ >= AQ >= 1.
+	BookKeeperEnsembleSize, BookKeeperWriteQuorum, BookKeeperAckQuorum int64
+	// BookKeeperMaxLedgerEntries, BookKeeperMaxLedgerBytes and
+	// BookKeeperMaxLedgerAge roll a stream over to a new ledger before a run
+	// would pass them (defaults 100000 entries, 512 MiB, 1h).
+	BookKeeperMaxLedgerEntries int64
+	BookKeeperMaxLedgerBytes   int64
+	BookKeeperMaxLedgerAge     time.Duration
+
+	// MetricsStreamLimit is how many streams /metrics exports per-stream
+	// gauges for, in name order (default 1000; 0 disables them).
+	MetricsStreamLimit int64
+}
+
+// DefaultTuning returns the defaults, equal to the packages' own.
+func DefaultTuning() Tuning {
+	return Tuning{
+		SessionTTL:                 30 * time.Second,
+		RetentionInterval:          30 * time.Second,
+		TailCacheBytes:             64 << 20,
+		MaxPendingRuns:             256,
+		ObjectWALUploadConcurrency: 4,
+		ObjectWALMaxInFlightBytes:  256 << 20,
+		ObjectWALCacheBytes:        64 << 20,
+		ObjectWALTruncateInterval:  100 * time.Millisecond,
+		BookKeeperEnsembleSize:     3,
+		BookKeeperWriteQuorum:      2,
+		BookKeeperAckQuorum:        2,
+		BookKeeperMaxLedgerEntries: 100000,
+		BookKeeperMaxLedgerBytes:   512 << 20,
+		BookKeeperMaxLedgerAge:     time.Hour,
+		MetricsStreamLimit:         1000,
+	}
+}
+
+// validate checks ranges and relations, naming both values.
+func (t Tuning) validate() []error {
+	var errs []error
+	pos := func(name string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %d must be positive", name, v))
+		}
+	}
+	posd := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", name, d))
+		}
+	}
+	posd("session-ttl", t.SessionTTL)
+	posd("retention-interval", t.RetentionInterval)
+	pos("tail-cache-bytes", t.TailCacheBytes)
+	pos("max-pending-runs", t.MaxPendingRuns)
+	pos("object-wal-upload-concurrency", t.ObjectWALUploadConcurrency)
+	pos("object-wal-max-inflight-bytes", t.ObjectWALMaxInFlightBytes)
+	pos("object-wal-cache-bytes", t.ObjectWALCacheBytes)
+	posd("object-wal-truncate-interval", t.ObjectWALTruncateInterval)
+	pos("bookkeeper-ack-quorum", t.BookKeeperAckQuorum)
+	if t.BookKeeperWriteQuorum < t.BookKeeperAckQuorum {
+		errs = append(errs, fmt.Errorf("bookkeeper-write-quorum %d must be >= bookkeeper-ack-quorum %d",
+			t.BookKeeperWriteQuorum, t.BookKeeperAckQuorum))
+	}
+	if t.BookKeeperEnsembleSize < t.BookKeeperWriteQuorum {
+		errs = append(errs, fmt.Errorf("bookkeeper-ensemble-size %d must be >= bookkeeper-write-quorum %d",
+			t.BookKeeperEnsembleSize, t.BookKeeperWriteQuorum))
+	}
+	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
+	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
+	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	if t.MetricsStreamLimit < 0 {
+		errs = append(errs, fmt.Errorf("metrics-stream-limit %d must be >= 0", t.MetricsStreamLimit))
+	}
+	return errs
+}
+
+// coreConfig, objectWALConfig and bookKeeperConfig carry the tuning into
+// the packages' configs (the caller fills in the rest).
+func (t Tuning) coreConfig(c stream.Config) stream.Config {
+	c.SessionTTL, c.RetentionInterval = t.SessionTTL, t.RetentionInterval
+	c.TailCacheBytes, c.MaxPendingRuns = t.TailCacheBytes, int(t.MaxPendingRuns)
+	return c
+}
+
+func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
+	c.UploadConcurrency = int(t.ObjectWALUploadConcurrency)
+	c.MaxInFlightBytes = int(t.ObjectWALMaxInFlightBytes)
+	c.CacheBytes = t.ObjectWALCacheBytes
+	c.TruncateInterval = t.ObjectWALTruncateInterval
+	return c
+}
+
+func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
+	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
+	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
+	return c
+}
+
+// parseBytes accepts a plain integer or one with a binary suffix
+// (KiB, MiB, GiB; also K, M, G meaning the same).
+func parseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("want a byte count such as 67108864, 64MiB or 1GiB")
+	}
+	return n * mult, nil
+}
+
+// formatBytes is parseBytes' inverse for the shown defaults.
+func formatBytes(n int64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "GiB"
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func durSetting(key, usage string, p func(*Config) *time.Duration) setting {
+	return setting{key: key, usage: usage,
+		get: func(c *Config) string { return p(c).String() },
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			*p(c) = d
+			return nil
+		}}
+}
+
+func intSetting(key, usage string, p func(*Config) *int64) setting {
+	return setting{key: key, usage: usage,
+		get: func(c *Config) string { return strconv.FormatInt(*p(c), 10) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return errors.New("want an integer")
+			}
+			*p(c) = n
+			return nil
+		}}
+}
+
+func bytesSetting(key, usage string, p func(*Config) *int64) setting {
+	return setting{key: key, usage: usage,
+		get: func(c *Config) string { return formatBytes(*p(c)) },
+		set: func(c *Config, v string) error {
+			n, err := parseBytes(v)
+			if err != nil {
+				return err
+			}
+			*p(c) = n
+			return nil
+		}}
+}
+
+var tuningSettings = []setting{
+	durSetting("session-ttl", "append session lifetime without renewal (how long a crashed node's streams wait before takeover)", func(c *Config) *time.Duration { return &c.SessionTTL }),
+	durSetting("retention-interval", "how often stream retention is enforced", func(c *Config) *time.Duration { return &c.RetentionInterval }),
+	bytesSetting("tail-cache-bytes", "cache of recently committed entries for tailing readers", func(c *Config) *int64 { return &c.TailCacheBytes }),
+	intSetting("max-pending-runs", "runs per stream written to a WAL but not yet committed before appends wait", func(c *Config) *int64 { return &c.MaxPendingRuns }),
+	intSetting("object-wal-upload-concurrency", "parallel Object WAL segment uploads", func(c *Config) *int64 { return &c.ObjectWALUploadConcurrency }),
+	bytesSetting("object-wal-max-inflight-bytes", "Object WAL bytes written but not yet durable before appends wait", func(c *Config) *int64 { return &c.ObjectWALMaxInFlightBytes }),
+	bytesSetting("object-wal-cache-bytes", "Object WAL decoded-run read cache", func(c *Config) *int64 { return &c.ObjectWALCacheBytes }),
+	durSetting("object-wal-truncate-interval", "how often settled Object WAL manifest entries are dropped", func(c *Config) *time.Duration { return &c.ObjectWALTruncateInterval }),
+	intSetting("bookkeeper-ensemble-size", "bookies per new ledger (E)", func(c *Config) *int64 { return &c.BookKeeperEnsembleSize }),
+	intSetting("bookkeeper-write-quorum", "copies of each entry (WQ <= E)", func(c *Config) *int64 { return &c.BookKeeperWriteQuorum }),
+	intSetting("bookkeeper-ack-quorum", "bookie acks before an entry is durable (AQ <= WQ)", func(c *Config) *int64 { return &c.BookKeeperAckQuorum }),
+	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
+	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
+	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	intSetting("metrics-stream-limit", "streams /metrics exports per-stream gauges for (0 disables)", func(c *Config) *int64 { return &c.MetricsStreamLimit }),
+}
+
+func init() { settings = append(settings, tuningSettings...) }

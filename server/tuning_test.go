@@ -1,0 +1,79 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nereusstream/nereus-go/stream"
+	"github.com/nereusstream/nereus-go/stream/bkwal"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
+)
+
+// The server's tuning defaults are the packages' own: a server on its
+// defaults configures nothing the libraries would not choose themselves.
+func TestTuningDefaultsMatchPackages(t *testing.T) {
+	d := DefaultTuning()
+	c := d.coreConfig(stream.Config{})
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 30*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
+	}
+	w := d.objectWALConfig(objectwal.Config{})
+	if w.UploadConcurrency != 4 || w.MaxInFlightBytes != 256<<20 || w.CacheBytes != 64<<20 || w.TruncateInterval != 100*time.Millisecond {
+		t.Errorf("object WAL tuning %+v differs from objectwal.Config defaults", w)
+	}
+	b := d.bookKeeperConfig(bkwal.Config{})
+	if b.EnsembleSize != 3 || b.WriteQuorum != 2 || b.AckQuorum != 2 || b.MaxLedgerEntries != 100000 ||
+		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour {
+		t.Errorf("BookKeeper tuning %+v differs from bkwal.Config defaults", b)
+	}
+}
+
+// Each tuning key is a flag, an env var and a file key, with the usual
+// precedence, and byte sizes take binary suffixes.
+func TestTuningSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "nereus.yaml")
+	if err := os.WriteFile(file, []byte("session-ttl: 12s\ntail-cache-bytes: 8MiB\nbookkeeper-ensemble-size: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := parseFlags(t, "--config", file, "--object-wal-cache-bytes", "1GiB", "--bookkeeper-write-quorum", "3")
+	cfg, err := LoadConfig(fs, envOf(map[string]string{"NEREUS_RETENTION_INTERVAL": "2m", "NEREUS_SESSION_TTL": "20s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SessionTTL != 20*time.Second || cfg.RetentionInterval != 2*time.Minute || cfg.TailCacheBytes != 8<<20 ||
+		cfg.ObjectWALCacheBytes != 1<<30 || cfg.BookKeeperEnsembleSize != 5 || cfg.BookKeeperWriteQuorum != 3 {
+		t.Fatalf("tuning not applied: %+v", cfg.Tuning)
+	}
+}
+
+func TestTuningValidation(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bookkeeper-ack-quorum", "3"}, "bookkeeper-write-quorum 2 must be >= bookkeeper-ack-quorum 3"},
+		{[]string{"--bookkeeper-write-quorum", "4"}, "bookkeeper-ensemble-size 3 must be >= bookkeeper-write-quorum 4"},
+		{[]string{"--session-ttl", "0s"}, "session-ttl 0s must be positive"},
+		{[]string{"--tail-cache-bytes", "lots"}, "want a byte count"},
+		{[]string{"--metrics-stream-limit", "-1"}, "metrics-stream-limit -1 must be >= 0"},
+	} {
+		_, err := LoadConfig(parseFlags(t, tc.args...), envOf(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"123": 123, "4KiB": 4 << 10, "64MiB": 64 << 20, "2GiB": 2 << 30, "3M": 3 << 20, "10B": 10} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		if got, _ := parseBytes(formatBytes(want)); got != want {
+			t.Errorf("formatBytes(%d) does not round-trip", want)
+		}
+	}
+}
