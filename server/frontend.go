@@ -129,6 +129,7 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 	}
 	srv, err := pulsar.NewServer(pulsar.Config{
 		Endpoints: eps,
+		Cluster:   d.Cluster,
 		Logger:    d.Logger.With("frontend", "pulsar"),
 	}, d.Storage, d.Metadata)
 	if err != nil {
