@@ -164,7 +164,7 @@ func TestPulsarClusterSurvivesKillAndStop(t *testing.T) {
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	var mu sync.Mutex
-	acked := map[string]string{} // value -> key
+	acked := map[string]string{}  // value -> key
 	recv := map[string][]string{} // key -> values in delivery order
 	recvCount := map[string]int{}
 	var errs []string
