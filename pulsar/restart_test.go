@@ -194,6 +194,17 @@ func TestTwoBrokersOneOwner(t *testing.T) {
 	_ = owner.hsrv.Close()
 	_ = owner.node.Close()
 	owner.srv, owner.node = nil, nil
+	// The producer reconnects through lookup to the survivor. Send only
+	// once it has: pulsar-client-go v0.19.0 races (-race) between its
+	// reconnect and a concurrent send.
+	deadline = time.Now().Add(30 * time.Second)
+	for other.srv.loadedTopic(name.String()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the producer never reconnected to the survivor")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
 	if _, err := p.Send(ctxT(t, 30*time.Second), &pulsar.ProducerMessage{Payload: []byte("two")}); err != nil {
 		t.Fatalf("send after the owner crashed: %v", err)
 	}
