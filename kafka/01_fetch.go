@@ -39,6 +39,8 @@ package kafka
 //     rendezvous hashing among the rack's brokers, so a partition's readers
 //     in one rack share one broker's cache) and no records; the consumer
 //     then fetches there. Otherwise preferred_read_replica is -1.
+//   - consumer_byte_rate quotas: a fetch that would exceed its client's
+//     quota returns no records, with throttle_time_ms (quota.go).
 //
 // Version notes:
 //   - v4: isolation_level, last_stable_offset, aborted_transactions (librdkafka
@@ -135,6 +137,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) || redirected {
+		throttleFetch(r, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
 	}
@@ -147,9 +150,33 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			}
 			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
+		total = throttleFetch(r, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
 	}, nil
+}
+
+// throttleFetch applies the consumer_byte_rate quota: a fetch that would
+// take its client over the quota is answered without records (its bytes
+// not counted) with throttle_time_ms, and the connection pauses. It
+// returns the record bytes left in the reply.
+func throttleFetch(r *request, reply *fetchReply, total int) int {
+	if total == 0 {
+		return 0
+	}
+	user, client := r.principalName(), r.hdr.clientID
+	d := r.s.quotas.record(r.ctx, kstore.QuotaConsumerByteRate, user, client, total)
+	if d <= 0 {
+		return total
+	}
+	r.s.quotas.unrecord(kstore.QuotaConsumerByteRate, user, client, total)
+	for i := range reply.parts {
+		reply.parts[i].entries, reply.parts[i].size = nil, 0
+		reply.parts[i].out.AbortedTransactions = nil
+	}
+	reply.ThrottleMillis = int32(d / time.Millisecond)
+	r.c.throttleConn(d)
+	return 0
 }
 
 // anyFetchError reports whether a partition carries an error: like Kafka,

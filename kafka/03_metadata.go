@@ -23,6 +23,8 @@ package kafka
 //     (no LEADER_NOT_AVAILABLE round).
 //   - v0: an empty topic list means all topics; v1+: null means all, empty
 //     means none. v10+ topics may be named by id only.
+//   - __consumer_offsets and __transaction_state are listed with
+//     is_internal (internal_topics.go).
 //   - Authorized operations are reported as "all" when asked for (no ACLs),
 //     INT32_MIN otherwise.
 //
@@ -117,6 +119,7 @@ func (r *request) describeTopic(t *kstore.Topic, withOps bool) kmsg.MetadataResp
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = isInternalTopic(t.Name)
 	mt.AuthorizedOperations = math.MinInt32
 	if withOps {
 		mt.AuthorizedOperations = allTopicOps

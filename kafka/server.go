@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -109,6 +110,10 @@ type Config struct {
 	// its key, version and handling latency (for metrics).
 	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
 
+	// Security is authentication (SASL) and authorization; the zero
+	// value authenticates nobody and allows everything.
+	Security SecurityConfig
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -144,6 +149,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Security.setDefaults()
 }
 
 // Stats are cumulative counters, safe to read at any time.
@@ -160,6 +166,8 @@ type Stats struct {
 	FetchedBytes       atomic.Int64
 	DuplicateBatches   atomic.Int64
 	GroupRebalances    atomic.Int64
+	AuthSuccesses      atomic.Int64 // SASL authentications (incl. re-authentications)
+	AuthFailures       atomic.Int64 // failed or refused SASL exchanges
 	OffsetCommits      atomic.Int64
 	requestsByKey      [128]atomic.Int64
 	requestLatencySumN [128]atomic.Int64 // nanoseconds
@@ -182,8 +190,10 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *kstore.Store
+	auth   *kauth.Store
 	groups *kgroup.Coordinator
 	txns   *ktxn.Coordinator
+	quotas *quotaManager
 	stats  Stats
 	// cluster is cfg.Cluster, or the one-broker cluster the server made
 	// (ownCluster) and closes at Shutdown.
@@ -234,6 +244,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		cfg:        cfg,
 		log:        cfg.Logger,
 		store:      st,
+		auth:       kauth.New(meta),
 		cluster:    node,
 		ownCluster: own,
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
@@ -247,6 +258,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		stopWatch: make(chan struct{}),
 		watchDone: make(chan struct{}),
 	}
+	s.quotas = newQuotaManager(st, cfg.Now)
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
 	// Load transactions and finish any whose outcome was decided before a
@@ -254,6 +266,14 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
+		return nil, err
+	}
+	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.txns.Close()
 		_ = st.Close(sctx)
 		if own {
 			_ = node.Close()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -196,4 +197,45 @@ func toAPICluster(st cluster.Status) adminapi.ClusterStatus {
 		out.Brokers = append(out.Brokers, cb)
 	}
 	return out
+}
+
+// lateOwnership is the stream core's stream.Ownership: the core is opened
+// before the node can join the cluster (joining needs the core), so it
+// starts unbound — owning nothing, so no lifecycle work runs on a stream
+// another node owns — and forwards to the cluster node once bound.
+type lateOwnership struct {
+	mu    sync.Mutex
+	node  *cluster.Node
+	bound chan struct{}
+}
+
+func newLateOwnership() *lateOwnership { return &lateOwnership{bound: make(chan struct{})} }
+
+func (l *lateOwnership) bind(n *cluster.Node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.node == nil {
+		l.node = n
+		close(l.bound)
+	}
+}
+
+func (l *lateOwnership) get() *cluster.Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.node
+}
+
+// OwnsStream implements stream.Ownership.
+func (l *lateOwnership) OwnsStream(name string) bool {
+	n := l.get()
+	return n != nil && n.OwnsStream(name)
+}
+
+// Changes implements stream.Ownership.
+func (l *lateOwnership) Changes() <-chan struct{} {
+	if n := l.get(); n != nil {
+		return n.Changes()
+	}
+	return l.bound
 }

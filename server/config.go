@@ -139,6 +139,11 @@ type Config struct {
 	ClusterWeight uint32
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
+	// Security is authentication and authorization (security.go).
+	Security
+	// Lifecycle holds the materialization, retention-protection and GC
+	// settings (lifecycle_settings.go).
+	Lifecycle LifecycleSettings
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -161,6 +166,8 @@ func DefaultConfig() Config {
 		ClusterSessionTTL: 4 * time.Second,
 		ClusterWeight:     1,
 		Tuning:            DefaultTuning(),
+		Security:          defaultSecurity(),
+		Lifecycle:         DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -230,6 +237,8 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Security.validate()...)
+	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"embed"
+	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream"
 )
 
 // The web console is a static single-page app (server/console/, embedded:
@@ -148,16 +152,26 @@ type consoleKafkaGroup struct {
 func (s *Server) consoleKafka(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	ks, err := kstore.New(s.storage, s.storage.Metadata, kstore.Config{Cluster: s.cluster, Logger: s.logger})
+	topics, groups, err := kafkaView(ctx, s.storage, s.storage.Metadata, s.nodeID, s.logger)
 	if err != nil {
 		writeError(w, adminapi.CodeInternal, err.Error(), "")
 		return
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"topics": topics, "groups": groups})
+}
+
+// kafkaView reads the Kafka topics, their partitions' stream offsets and
+// every group's committed offsets and lag (shared by the console and the
+// consumer-lag metrics).
+func kafkaView(ctx context.Context, streams stream.Storage, meta metadata.Store, nodeID string, logger *slog.Logger) ([]consoleKafkaTopic, []consoleKafkaGroup, error) {
+	ks, err := kstore.New(streams, meta, kstore.Config{Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
 	defer ks.Close(context.WithoutCancel(ctx))
 	names, err := ks.ListTopics(ctx)
 	if err != nil {
-		writeError(w, adminapi.CodeInternal, "listing Kafka topics: "+err.Error(), "")
-		return
+		return nil, nil, fmt.Errorf("listing Kafka topics: %w", err)
 	}
 	sort.Strings(names)
 	ends := map[kstore.TopicPartition]int64{}
@@ -173,7 +187,7 @@ func (s *Server) consoleKafka(w http.ResponseWriter, r *http.Request) {
 		ct.ID, ct.Profile, ct.Configs = t.ID.String(), t.Configs.Profile().String(), t.Configs
 		for _, p := range t.Partitions {
 			cp := consoleKafkaPartition{Partition: p.Index, Stream: kstore.StreamName(name, p.Index)}
-			if info, err := s.storage.Describe(ctx, p.StreamID); err != nil {
+			if info, err := streams.Describe(ctx, p.StreamID); err != nil {
 				cp.Error = err.Error()
 			} else {
 				cp.StartOffset, cp.EndOffset, cp.Bytes = info.StartOffset, info.EndOffset, info.CommittedBytes
@@ -185,8 +199,7 @@ func (s *Server) consoleKafka(w http.ResponseWriter, r *http.Request) {
 	}
 	groupNames, err := ks.GroupsWithOffsets(ctx)
 	if err != nil {
-		writeError(w, adminapi.CodeInternal, "listing Kafka groups: "+err.Error(), "")
-		return
+		return nil, nil, fmt.Errorf("listing Kafka groups: %w", err)
 	}
 	sort.Strings(groupNames)
 	groups := make([]consoleKafkaGroup, 0, len(groupNames))
@@ -214,5 +227,5 @@ func (s *Server) consoleKafka(w http.ResponseWriter, r *http.Request) {
 		})
 		groups = append(groups, cg)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"topics": topics, "groups": groups})
+	return topics, groups, nil
 }

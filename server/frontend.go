@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/listener"
@@ -69,6 +70,8 @@ type Deps struct {
 	HTTPAddr net.Addr
 	// TLS serves the certificate of TLS listeners (nil without TLS).
 	TLS *listener.Source
+	// Tokens validates JWT bearer credentials (nil without a token key).
+	Tokens *authtoken.Validator
 	// Cluster is this node's cluster membership: who the other brokers
 	// are, who owns which stream or coordinator, and the append sessions of
 	// owned streams (front ends take them only through Cluster.Writer).
@@ -115,7 +118,7 @@ func DefaultFrontends(cfg Config) []FrontendSpec {
 		return out
 	}
 	return []FrontendSpec{
-		{Name: "kafka", Listeners: of(listener.Kafka), New: newKafkaFrontend},
+		{Name: "kafka", Listeners: of(listener.Kafka), HTTPPatterns: kafka.HTTPPatterns, New: newKafkaFrontend},
 		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
 	}
 }
@@ -147,7 +150,15 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 	m := kafkaprom.New()
 	srv, err := kafka.NewServer(kafka.Config{
 		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
-		RequestHook: m.RequestHook,
+		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
+		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
+		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
+		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		Security: kafka.SecurityConfig{
+			SASLMechanisms: d.Config.kafkaMechanisms(),
+			Tokens:         d.Tokens,
+			MaxReauth:      d.Config.KafkaMaxReauth,
+		},
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

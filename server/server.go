@@ -20,6 +20,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -66,6 +67,9 @@ type Server struct {
 	nodeID  string
 	storage openedStorage
 	cluster *cluster.Node
+	// ownership is the core's view of which streams this node owns: the
+	// cluster node, bound once it has joined (the core opens first).
+	ownership *lateOwnership
 	reg     *prometheus.Registry
 	metrics *metrics
 	api     *api
@@ -77,6 +81,8 @@ type Server struct {
 	// tls serves every TLS listener's certificate (nil without TLS).
 	tls       *listener.Source
 	stopWatch context.CancelFunc
+	// tokens validates JWT bearer credentials (nil without a token key).
+	tokens *authtoken.Validator
 
 	startedAt time.Time
 	draining  atomic.Bool
@@ -105,7 +111,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, logger: logger, nodeID: nodeID, reg: newRegistry(),
+		cfg: cfg, logger: logger, nodeID: nodeID, reg: newRegistry(), ownership: newLateOwnership(),
 		startedAt: time.Now(), drain: make(chan struct{}), failed: make(chan error, 1),
 	}
 	s.metrics = newMetrics(s.reg)
@@ -116,7 +122,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 			// Injected storage (tests): protocol state lives in memory too.
 			s.storage.Metadata = memstore.New()
 		}
-	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
+	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg, s.ownership); err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
 	defer func() {
@@ -149,6 +155,11 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		feSpecs = append(feSpecs, ls)
 		for _, l := range ls {
 			needTLS = needTLS || l.Security.TLS
+		}
+	}
+	if tc := cfg.TokenConfig(); tc.Configured() {
+		if s.tokens, err = authtoken.New(tc); err != nil {
+			return nil, err
 		}
 	}
 	if needTLS {
@@ -210,6 +221,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if s.cluster, err = joinCluster(cfg, nodeID, s.storage, s.storage.Metadata, endpoints, logger); err != nil {
 		return nil, fmt.Errorf("joining the cluster: %w", err)
 	}
+	s.ownership.bind(s.cluster)
 	if err := s.reg.Register(newClusterCollector(s.cluster)); err != nil {
 		logger.Warn("cluster metrics not registered", "err", err)
 	}
@@ -218,7 +230,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	for _, rf := range s.frontends {
 		fe, err := rf.spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", rf.spec.Name), Registerer: s.reg, Addr: rf.listeners[0].Addr(),
-			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls,
+			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls, Tokens: s.tokens,
 			Cluster: s.cluster})
 		if err != nil {
 			return nil, fmt.Errorf("%s front end: %w", rf.spec.Name, err)

@@ -89,7 +89,9 @@ const StaleCreate = 30 * time.Second
 // Config configures a Store.
 type Config struct {
 	// Cluster is this broker's cluster membership: it decides who leads a
-	// partition and holds the append sessions. Required.
+	// partition and holds the append sessions. Nil makes a read-only store
+	// (tools, the console): appends fail with ErrNotLeader, no partition
+	// has a leader.
 	Cluster *cluster.Node
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -121,9 +123,6 @@ type Store struct {
 // New returns a Store and starts watching topic records so that changes by
 // other brokers invalidate the cache.
 func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error) {
-	if cfg.Cluster == nil {
-		return nil, errors.New("kafka/kstore: Config.Cluster is required")
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -253,6 +252,9 @@ func (p *Partition) StreamName() string { return StreamName(p.Topic, p.Index) }
 // ErrNotLeader (wrapping the cluster's NotOwnerError, which names the
 // leader) means another broker leads it, or ownership is still moving here.
 func (p *Partition) session(ctx context.Context, s *Store) (stream.Session, error) {
+	if s.cfg.Cluster == nil {
+		return stream.Session{}, fmt.Errorf("%w: read-only store", ErrNotLeader)
+	}
 	sess, err := s.cfg.Cluster.Writer(ctx, p.StreamID, p.StreamName())
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotOwner) || errors.Is(err, cluster.ErrHandoffPending) ||

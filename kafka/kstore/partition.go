@@ -24,6 +24,9 @@ func (s *Store) LeaderEpoch(ctx context.Context, p *Partition) (int32, error) {
 // Leader returns the broker leading the partition (the owner of its
 // stream) in this broker's view; ok is false when no broker is active.
 func (s *Store) Leader(p *Partition) (cluster.Broker, bool) {
+	if s.cfg.Cluster == nil {
+		return cluster.Broker{}, false
+	}
 	return s.cfg.Cluster.OwnerOf(p.StreamName())
 }
 
