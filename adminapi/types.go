@@ -228,6 +228,29 @@ type RebuildIndexResult struct {
 	Rebuilt int `json:"rebuilt"`
 }
 
+// KafkaScramUser is one Kafka user with SCRAM credentials
+// (GET /v1/kafka/scram-users). Salts and keys are never returned.
+type KafkaScramUser struct {
+	User        string                     `json:"user"`
+	Credentials []KafkaScramCredentialInfo `json:"credentials"`
+}
+
+// KafkaScramCredentialInfo names one credential of a user.
+type KafkaScramCredentialInfo struct {
+	Mechanism  string `json:"mechanism"`
+	Iterations int    `json:"iterations"`
+}
+
+// SetKafkaScramRequest is the body of PUT /v1/kafka/scram-users/{user}:
+// the server salts the password (random salt), stores only the derived
+// keys and forgets the password. Mechanism defaults to SCRAM-SHA-256 and
+// Iterations to 8192.
+type SetKafkaScramRequest struct {
+	Mechanism  string `json:"mechanism,omitempty"`
+	Password   string `json:"password"`
+	Iterations int    `json:"iterations,omitempty"`
+}
+
 // GCStatus is the body of GET /v1/gc and POST /v1/gc/run: the last GC pass
 // of the node that answered, what it keeps and why, and its audit trail.
 type GCStatus struct {
