@@ -138,6 +138,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		if err := reg.Register(newCoreCollector(core)); err != nil {
 			logger.Warn("core metrics not registered", "err", err)
 		}
+		if err := reg.Register(newHealthCollector(core)); err != nil {
+			logger.Warn("storage health metrics not registered", "err", err)
+		}
 		if cfg.MetricsStreamLimit > 0 {
 			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {
 				logger.Warn("per-stream metrics not registered", "err", err)

@@ -112,7 +112,18 @@ func (cm *committer) round(ctx context.Context) bool {
 		ops[i] = it.op
 	}
 	start := time.Now()
-	res, err := cm.c.meta.Batch(ctx, ops)
+	// A bounded round: a store that stops answering (etcd down: its client
+	// waits for a connection) must show up as failing rounds — unknown
+	// outcomes settled by re-reading, and a degraded Health — instead of
+	// one round that hangs until the store returns.
+	rctx, cancel := context.WithTimeout(ctx, metadataRoundTimeout)
+	res, err := cm.c.meta.Batch(rctx, ops)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		cm.c.metaHealth.fail("metadata store unreachable: commit rounds failing: " + err.Error())
+	} else if err == nil {
+		cm.c.metaHealth.ok()
+	}
 	cm.c.metrics.metaRoundTrips.Add(1)
 	cm.c.metrics.metaOps.Add(int64(len(ops)))
 	cm.c.metrics.observeRound(time.Since(start))
@@ -130,6 +141,9 @@ func (cm *committer) round(ctx context.Context) bool {
 	}
 	return true
 }
+
+// metadataRoundTimeout bounds one commit round's metadata Batch.
+const metadataRoundTimeout = 10 * time.Second
 
 // prepare appends this owner's operations for the round.
 func (o *owner) prepare(items []roundItem) []roundItem {
@@ -280,9 +294,11 @@ func (o *owner) prepareHeadLocked(items []roundItem) []roundItem {
 			break
 		}
 		if op.walErr != nil {
-			o.c.log.Warn("WAL write failed; failing it and every later append of the stream",
-				"stream", o.id, "offset", op.run.Start, "err", op.walErr)
-			o.failQueueFromLocked(ready, fmt.Errorf("nereus/stream: WAL write failed, not committed: %w", op.walErr))
+			if held, ok := o.c.walFailLog.allow(time.Second); ok {
+				o.c.log.Warn("WAL write failed; failing it and every later append of the stream",
+					"stream", o.id, "offset", op.run.Start, "err", op.walErr, "similar_lines_suppressed", held)
+			}
+			o.failQueueFromLocked(ready, fmt.Errorf("%w: WAL write failed, not committed: %w", ErrStorageUnavailable, op.walErr))
 			break
 		}
 		ready++

@@ -97,6 +97,9 @@ type Core struct {
 	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
+	// metaHealth: whether commit rounds reach the metadata store.
+	metaHealth healthTracker
+	walFailLog logLimiter
 
 	ctx    context.Context
 	cancel context.CancelFunc
