@@ -140,7 +140,7 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 	m := kafkaprom.New()
 	srv, err := kafka.NewServer(kafka.Config{
 		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
-		RequestHook: m.RequestHook,
+		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

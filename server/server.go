@@ -138,6 +138,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	// exactly when nereus_storage_degraded matters most.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 	s.api.routes(mux)
+	s.consoleRoutes(mux)
 
 	specs, err := cfg.ListenerSpecs()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,7 +61,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return openedStorage{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RecoveryTimeout)
 	defer cancel()
 
 	// Undo on failure, in reverse order of opening.
@@ -144,6 +143,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		if cfg.MetricsStreamLimit > 0 {
 			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {
 				logger.Warn("per-stream metrics not registered", "err", err)
+			}
+			if err := reg.Register(newKafkaLagCollector(core, meta, nodeID, logger, int(cfg.MetricsStreamLimit))); err != nil {
+				logger.Warn("Kafka consumer lag metrics not registered", "err", err)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,14 @@ type Tuning struct {
 	BookKeeperMaxLedgerBytes   int64
 	BookKeeperMaxLedgerAge     time.Duration
 
+	// RecoveryTimeout bounds opening the storage at start-up: the metadata
+	// and object stores, the WAL's recovery of unsettled runs and the core
+	// (default 2m). A node with a long unsettled WAL tail may need more.
+	RecoveryTimeout time.Duration
+	// KafkaMaxRequestBytes is the largest Kafka request a connection may
+	// send (Kafka's socket.request.max.bytes; default 100 MiB).
+	KafkaMaxRequestBytes int64
+
 	// MetricsStreamLimit is how many streams /metrics exports per-stream
 	// gauges for, in name order (default 1000; 0 disables them).
 	MetricsStreamLimit int64
@@ -79,6 +88,8 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerEntries: 100000,
 		BookKeeperMaxLedgerBytes:   512 << 20,
 		BookKeeperMaxLedgerAge:     time.Hour,
+		RecoveryTimeout:            2 * time.Minute,
+		KafkaMaxRequestBytes:       100 << 20,
 		MetricsStreamLimit:         1000,
 	}
 }
@@ -116,6 +127,11 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	posd("recovery-timeout", t.RecoveryTimeout)
+	pos("kafka-max-request-bytes", t.KafkaMaxRequestBytes)
+	if t.KafkaMaxRequestBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("kafka-max-request-bytes %d must be at most %d (a Kafka request size is an int32)", t.KafkaMaxRequestBytes, math.MaxInt32))
+	}
 	if t.MetricsStreamLimit < 0 {
 		errs = append(errs, fmt.Errorf("metrics-stream-limit %d must be >= 0", t.MetricsStreamLimit))
 	}
@@ -232,6 +248,8 @@ var tuningSettings = []setting{
 	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	durSetting("recovery-timeout", "bound on opening the storage at start-up (stores, WAL recovery, core)", func(c *Config) *time.Duration { return &c.RecoveryTimeout }),
+	bytesSetting("kafka-max-request-bytes", "largest Kafka request a connection may send (Kafka's socket.request.max.bytes)", func(c *Config) *int64 { return &c.KafkaMaxRequestBytes }),
 	intSetting("metrics-stream-limit", "streams /metrics exports per-stream gauges for (0 disables)", func(c *Config) *int64 { return &c.MetricsStreamLimit }),
 }
 

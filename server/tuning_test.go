@@ -59,6 +59,8 @@ func TestTuningValidation(t *testing.T) {
 		{[]string{"--session-ttl", "0s"}, "session-ttl 0s must be positive"},
 		{[]string{"--tail-cache-bytes", "lots"}, "want a byte count"},
 		{[]string{"--metrics-stream-limit", "-1"}, "metrics-stream-limit -1 must be >= 0"},
+		{[]string{"--kafka-max-request-bytes", "4GiB"}, "kafka-max-request-bytes 4294967296 must be at most 2147483647"},
+		{[]string{"--recovery-timeout", "0s"}, "recovery-timeout 0s must be positive"},
 	} {
 		_, err := LoadConfig(parseFlags(t, tc.args...), envOf(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

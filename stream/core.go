@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
@@ -46,6 +47,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
+
+	// runtime replaces the goroutines, timers and clock of the driver (the
+	// simulator's seam; nil: the real runtime over Now).
+	runtime runtime
 }
 
 func (c *Config) withDefaults() error {
@@ -77,6 +82,9 @@ func (c *Config) withDefaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.runtime == nil {
+		c.runtime = realRuntime{clock: c.Now}
+	}
 	return nil
 }
 
@@ -86,6 +94,7 @@ func (c *Config) withDefaults() error {
 type Core struct {
 	cfg         Config
 	meta        metadata.Store
+	rt          runtime
 	incarnation string
 	log         *slog.Logger
 
@@ -101,9 +110,14 @@ type Core struct {
 	metaHealth healthTracker
 	walFailLog logLimiter
 
+	// lastRetention and retentionRunning belong to the maintenance tick;
+	// background counts its asynchronous work (retention passes).
+	lastRetention    time.Time
+	retentionRunning atomic.Bool
+	background       sync.WaitGroup
+
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 var _ Storage = (*Core)(nil)
@@ -116,10 +130,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 		return nil, err
 	}
 	var inc [8]byte
-	_, _ = rand.Read(inc[:])
+	binary.LittleEndian.PutUint64(inc[:], cfg.runtime.random())
 	c := &Core{
 		cfg:         cfg,
 		meta:        cfg.Metadata,
+		rt:          cfg.runtime,
 		incarnation: hex.EncodeToString(inc[:]),
 		log:         cfg.Logger,
 		owners:      map[ID]*owner{},
@@ -134,9 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)
 		}
 	}
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); c.committer.run(c.ctx) }()
-	go func() { defer c.wg.Done(); c.maintenance(c.ctx) }()
+	c.startMaintenance()
 	return c, nil
 }
 
@@ -203,7 +216,9 @@ func (c *Core) Close() error {
 		o.drain(ctx)
 	}
 	c.cancel()
-	c.wg.Wait()
+	c.committer.stop()
+	c.committer.failAll()
+	c.background.Wait()
 	c.watch.stop()
 	var errs []error
 	for _, p := range c.providers() {
@@ -226,4 +241,6 @@ func randomUint64() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-func (c *Core) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+func (c *Core) random() uint64 { return c.rt.random() }
+
+func (c *Core) nowMs() int64 { return c.rt.now().UnixMilli() }

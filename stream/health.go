@@ -54,11 +54,11 @@ type healthTracker struct {
 	recoveries int64
 }
 
-func (t *healthTracker) fail(reason string) {
+func (t *healthTracker) fail(now time.Time, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.since.IsZero() {
-		t.since = time.Now()
+		t.since = now
 	}
 	t.reason = reason
 }
@@ -78,6 +78,10 @@ func (t *healthTracker) snapshot(component string) ComponentHealth {
 	return ComponentHealth{Component: component, Degraded: !t.since.IsZero(), Reason: t.reason, Since: t.since, Recoveries: t.recoveries}
 }
 
+// msgWALWriteFailed is the machine's log line for a failed WAL write; the
+// driver rate-limits it (logLimiter).
+const msgWALWriteFailed = "WAL write failed; failing it and every later append of the stream"
+
 // logLimiter lets one log line through per interval and counts the ones it
 // held back, so a fault that fails every append (a full disk) does not
 // also flood the log.
@@ -89,10 +93,10 @@ type logLimiter struct {
 
 // allow reports whether to log now and how many lines were held back since
 // the last one that was let through.
-func (l *logLimiter) allow(interval time.Duration) (suppressed int, ok bool) {
+func (l *logLimiter) allow(now time.Time, interval time.Duration) (suppressed int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now := time.Now(); now.Sub(l.last) >= interval {
+	if now.Sub(l.last) >= interval {
 		n := l.suppressed
 		l.last, l.suppressed = now, 0
 		return n, true

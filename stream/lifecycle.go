@@ -60,7 +60,7 @@ func (c *Core) Create(ctx context.Context, name string, opts CreateOptions) (Inf
 	if _, err := c.providerFor(p); err != nil {
 		return Info{}, err
 	}
-	nr := nameRecord{ID: ID(randomUint64() >> 1), Name: name, Profile: p, CreatedMs: c.nowMs(),
+	nr := nameRecord{ID: ID(c.random() >> 1), Name: name, Profile: p, CreatedMs: c.nowMs(),
 		Attributes: opts.Attributes, Retention: opts.Retention}
 	if nr.ID == 0 {
 		nr.ID = 1
@@ -89,7 +89,7 @@ func (c *Core) Create(ctx context.Context, name string, opts CreateOptions) (Inf
 		case metadata.NotApplied:
 			return Info{}, fmt.Errorf("nereus/stream: creating %q: %w", name, err)
 		default: // unknown: the loop re-puts; a conflict then settles it
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return Info{}, fmt.Errorf("%w: creating %q: %w", ErrCommitUnknown, name, err)
 			}
 		}
@@ -117,7 +117,7 @@ func (c *Core) ensureHead(ctx context.Context, nr nameRecord) (*head, error) {
 		case metadata.NotApplied:
 			return nil, err
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return nil, err
 			}
 		}
@@ -295,7 +295,7 @@ func (c *Core) mutate(ctx context.Context, id ID, m mutation) (*head, error) {
 		case metadata.Conflict:
 			continue
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 			}
 		}

@@ -1,39 +1,52 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
-// maintenance renews the sessions this process holds and enforces
-// retention. It never blocks on a single stream: renewals are queued into
-// the commit pipeline without waiting.
-func (c *Core) maintenance(ctx context.Context) {
+// startMaintenance arms the periodic tick that renews the sessions this
+// process holds and enforces retention. A tick never blocks on a single
+// stream: renewals are queued into the commit pipeline, and a retention pass
+// runs asynchronously (one at a time).
+func (c *Core) startMaintenance() {
 	tick := min(c.cfg.SessionTTL/3, time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	lastRetention := c.cfg.Now()
-	for {
-		select {
-		case <-ctx.Done():
+	c.lastRetention = c.rt.now()
+	var loop func()
+	loop = func() {
+		if c.ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
-		c.renewSessions()
-		if now := c.cfg.Now(); now.Sub(lastRetention) >= c.cfg.RetentionInterval {
-			lastRetention = now
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.RetentionInterval)
-			if err := c.EnforceRetention(rctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("retention pass failed", "err", err)
-			}
-			cancel()
-		}
+		c.maintenanceTick()
+		c.rt.afterFunc(tick, loop)
 	}
+	c.rt.afterFunc(tick, loop)
+}
+
+func (c *Core) maintenanceTick() {
+	c.renewSessions()
+	now := c.rt.now()
+	if now.Sub(c.lastRetention) < c.cfg.RetentionInterval || !c.retentionRunning.CompareAndSwap(false, true) {
+		return
+	}
+	c.lastRetention = now
+	c.background.Add(1)
+	c.rt.goFunc(func() {
+		defer c.background.Done()
+		defer c.retentionRunning.Store(false)
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
+		defer cancel()
+		if err := c.EnforceRetention(rctx); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("retention pass failed", "err", err)
+		}
+	})
 }
 
 func (c *Core) renewSessions() {
@@ -43,29 +56,14 @@ func (c *Core) renewSessions() {
 		owners = append(owners, o)
 	}
 	c.mu.Unlock()
-	ttl := c.cfg.SessionTTL.Milliseconds()
+	// In stream order, so a simulated run renews (and kicks) in the same
+	// order every time.
+	slices.SortFunc(owners, func(a, b *owner) int { return cmp.Compare(a.id, b.id) })
 	now := c.nowMs()
 	for _, o := range owners {
 		o.mu.Lock()
-		due := o.fatal == nil && o.head.Session.ExpiresMs > 0 && o.head.Session.ExpiresMs-now < ttl*2/3
-		token := o.sess.Token
-		if due {
-			o.mutations = append(o.mutations, &mutationOp{done: make(chan struct{}), m: func(h *head) (bool, error) {
-				if h.Session.Token != token {
-					return false, ErrFenced
-				}
-				exp := c.nowMs() + ttl
-				if h.Session.ExpiresMs >= exp-ttl/3 {
-					return false, nil
-				}
-				h.Session.ExpiresMs = exp
-				return true, nil
-			}})
-		}
-		o.mu.Unlock()
-		if due {
-			c.committer.kick(o)
-		}
+		o.m.renewIfDue(now)
+		o.flushLocked()
 	}
 }
 
@@ -195,16 +193,16 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 				return false, err
 			}
 			// The store did not answer: the proof must be re-read.
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return false, err
 			}
 			continue
 		}
-		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token {
+		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token || plantedBug == bugRecoverWithoutFence {
 			return false, nil // that session can never commit again
 		}
 		next := h.clone()
-		next.Session = sessionRecord{Epoch: h.Session.Epoch + 1, Token: randomUint64(),
+		next.Session = sessionRecord{Epoch: h.Session.Epoch + 1, Token: c.random(),
 			Writer: c.writerTag(writerIDOf(h.Session.Writer)), Authority: h.Session.Authority}
 		next.Commits = 0
 		_, err = c.meta.Put(ctx, headKey(id), next.encode(), v)
@@ -214,7 +212,7 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 		case metadata.NotApplied:
 			return false, fmt.Errorf("fencing %v to settle an intent: %w", id, err)
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return false, err
 			}
 		}

@@ -29,6 +29,25 @@ var roundBucketBounds = [...]time.Duration{
 	100 * time.Millisecond, 250 * time.Millisecond, time.Second,
 }
 
+func (m *Metrics) add(c machineCounters) {
+	if c == (machineCounters{}) {
+		return
+	}
+	add := func(a *atomic.Int64, n int64) {
+		if n != 0 {
+			a.Add(n)
+		}
+	}
+	add(&m.appendsAdmitted, c.admitted)
+	add(&m.appendsCommitted, c.committed)
+	add(&m.appendsFailed, c.failed)
+	add(&m.duplicates, c.duplicates)
+	add(&m.bytesCommitted, c.bytesCommitted)
+	add(&m.conflicts, c.conflicts)
+	add(&m.unknownOutcomes, c.unknowns)
+	add(&m.fenced, c.fenced)
+}
+
 func (m *Metrics) observeRound(d time.Duration) {
 	m.roundNanos.Add(int64(d))
 	for i, b := range roundBucketBounds {

@@ -197,9 +197,8 @@ func (c *Core) bytesBefore(ctx context.Context, h *head, to int64) (int64, error
 // Notify implements Storage.
 func (c *Core) Notify(ctx context.Context, id ID) (int64, <-chan struct{}, error) {
 	if o := c.owner(id); o != nil {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		return o.head.End, o.changed, nil
+		end, ch := o.notifyState()
+		return end, ch, nil
 	}
 	ch, err := c.watch.channel(ctx, id)
 	if err != nil {

@@ -42,7 +42,8 @@ var families = map[string][]string{
 		"nereus_objectstore_read_bytes_total", "nereus_objectstore_written_bytes_total"},
 	"kafka": {"nereus_kafka_requests_total", "nereus_kafka_request_duration_seconds", "nereus_kafka_produced_records_total",
 		"nereus_kafka_produced_bytes_total", "nereus_kafka_fetched_bytes_total", "nereus_kafka_offset_commits_total",
-		"nereus_kafka_connections_opened_total"},
+		"nereus_kafka_connections_opened_total", "nereus_kafka_consumergroup_lag", "nereus_kafka_consumergroup_current_offset",
+		"nereus_kafka_consumergroup_lag_sum"},
 	"pulsar": {"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_msg_backlog",
 		"pulsar_storage_size", "pulsar_subscription_back_log", "pulsar_producers_count", "pulsar_subscriptions_count"},
 }
@@ -104,6 +105,9 @@ func TestMetricsFamilies(t *testing.T) {
 	}
 	if v := counterSum(fams, "nereus_objectstore_operations_total", "operation", "put"); v < 1 {
 		t.Errorf("no object store PUT counted after appends (%v)", v)
+	}
+	if v, want := gauge(fams, "nereus_kafka_consumergroup_lag_sum", map[string]string{"group": kafkaGroup}), kafkaLag(t); v != float64(want) {
+		t.Errorf("nereus_kafka_consumergroup_lag_sum{group=%q} = %v, want %d (ListOffsets - OffsetFetch)", kafkaGroup, v, want)
 	}
 	if v := counterSum(fams, "nereus_kafka_produced_records_total"); v < kafkaRecords {
 		t.Errorf("nereus_kafka_produced_records_total = %v, want >= %d", v, kafkaRecords)
