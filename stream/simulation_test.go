@@ -887,10 +887,10 @@ func TestSimulation(t *testing.T) {
 // testing what it claims.
 func TestSimulationCatchesPlantedBugs(t *testing.T) {
 	if *simSeed != 0 {
-		t.Skip("replaying one seed")
+		t.Skip("replaying one seed") // skip-ok: -sim.seed asked for one seed only
 	}
 	if raceEnabled && *simBudget == 0 {
-		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
+		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step") // skip-ok: run by scripts/test.sh's simulation step
 	}
 	defer func() { plantedBug = bugNone }()
 	per := simDefaultBudget()
