@@ -125,6 +125,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
 	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
+		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(),
 		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
@@ -139,6 +140,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		}
 		if err := reg.Register(newHealthCollector(core)); err != nil {
 			logger.Warn("storage health metrics not registered", "err", err)
+		}
+		if err := reg.Register(newLifecycleCollector(core)); err != nil {
+			logger.Warn("lifecycle metrics not registered", "err", err)
 		}
 		if cfg.MetricsStreamLimit > 0 {
 			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {

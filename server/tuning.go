@@ -26,7 +26,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// (default 30s).
+	// on the streams this node owns (default 10s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -65,6 +65,19 @@ type Tuning struct {
 	// KafkaMaxRequestBytes is the largest Kafka request a connection may
 	// send (Kafka's socket.request.max.bytes; default 100 MiB).
 	KafkaMaxRequestBytes int64
+	// KafkaAutoCreateTopics creates unknown topics a client's Metadata
+	// request asks for (Kafka's auto.create.topics.enable; default true);
+	// KafkaNumPartitions is their partition count and that of CreateTopics
+	// with -1 (num.partitions; default 1).
+	KafkaAutoCreateTopics bool
+	KafkaNumPartitions    int64
+	// KafkaGroupMinSessionTimeout and KafkaGroupMaxSessionTimeout bound a
+	// consumer's session.timeout.ms (group.min/max.session.timeout.ms;
+	// defaults 6s, 30m).
+	KafkaGroupMinSessionTimeout, KafkaGroupMaxSessionTimeout time.Duration
+	// KafkaTransactionMaxTimeout bounds a transactional producer's
+	// transaction.timeout.ms (transaction.max.timeout.ms; default 15m).
+	KafkaTransactionMaxTimeout time.Duration
 
 	// MetricsStreamLimit is how many streams /metrics exports per-stream
 	// gauges for, in name order (default 1000; 0 disables them).
@@ -74,23 +87,28 @@ type Tuning struct {
 // DefaultTuning returns the defaults, equal to the packages' own.
 func DefaultTuning() Tuning {
 	return Tuning{
-		SessionTTL:                 30 * time.Second,
-		RetentionInterval:          30 * time.Second,
-		TailCacheBytes:             64 << 20,
-		MaxPendingRuns:             256,
-		ObjectWALUploadConcurrency: 4,
-		ObjectWALMaxInFlightBytes:  256 << 20,
-		ObjectWALCacheBytes:        64 << 20,
-		ObjectWALTruncateInterval:  100 * time.Millisecond,
-		BookKeeperEnsembleSize:     3,
-		BookKeeperWriteQuorum:      2,
-		BookKeeperAckQuorum:        2,
-		BookKeeperMaxLedgerEntries: 100000,
-		BookKeeperMaxLedgerBytes:   512 << 20,
-		BookKeeperMaxLedgerAge:     time.Hour,
-		RecoveryTimeout:            2 * time.Minute,
-		KafkaMaxRequestBytes:       100 << 20,
-		MetricsStreamLimit:         1000,
+		SessionTTL:                  30 * time.Second,
+		RetentionInterval:           10 * time.Second,
+		TailCacheBytes:              64 << 20,
+		MaxPendingRuns:              256,
+		ObjectWALUploadConcurrency:  4,
+		ObjectWALMaxInFlightBytes:   256 << 20,
+		ObjectWALCacheBytes:         64 << 20,
+		ObjectWALTruncateInterval:   100 * time.Millisecond,
+		BookKeeperEnsembleSize:      3,
+		BookKeeperWriteQuorum:       2,
+		BookKeeperAckQuorum:         2,
+		BookKeeperMaxLedgerEntries:  100000,
+		BookKeeperMaxLedgerBytes:    512 << 20,
+		BookKeeperMaxLedgerAge:      time.Hour,
+		RecoveryTimeout:             2 * time.Minute,
+		KafkaMaxRequestBytes:        100 << 20,
+		KafkaAutoCreateTopics:       true,
+		KafkaNumPartitions:          1,
+		KafkaGroupMinSessionTimeout: 6 * time.Second,
+		KafkaGroupMaxSessionTimeout: 30 * time.Minute,
+		KafkaTransactionMaxTimeout:  15 * time.Minute,
+		MetricsStreamLimit:          1000,
 	}
 }
 
@@ -132,6 +150,16 @@ func (t Tuning) validate() []error {
 	if t.KafkaMaxRequestBytes > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("kafka-max-request-bytes %d must be at most %d (a Kafka request size is an int32)", t.KafkaMaxRequestBytes, math.MaxInt32))
 	}
+	pos("kafka-num-partitions", t.KafkaNumPartitions)
+	if t.KafkaNumPartitions > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("kafka-num-partitions %d is too large", t.KafkaNumPartitions))
+	}
+	posd("kafka-group-min-session-timeout", t.KafkaGroupMinSessionTimeout)
+	if t.KafkaGroupMaxSessionTimeout < t.KafkaGroupMinSessionTimeout {
+		errs = append(errs, fmt.Errorf("kafka-group-max-session-timeout %v must be >= kafka-group-min-session-timeout %v",
+			t.KafkaGroupMaxSessionTimeout, t.KafkaGroupMinSessionTimeout))
+	}
+	posd("kafka-transaction-max-timeout", t.KafkaTransactionMaxTimeout)
 	if t.MetricsStreamLimit < 0 {
 		errs = append(errs, fmt.Errorf("metrics-stream-limit %d must be >= 0", t.MetricsStreamLimit))
 	}
@@ -220,6 +248,19 @@ func intSetting(key, usage string, p func(*Config) *int64) setting {
 		}}
 }
 
+func boolSetting(key, usage string, p func(*Config) *bool) setting {
+	return setting{key: key, usage: usage, boolean: true,
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			*p(c) = b
+			return nil
+		}}
+}
+
 func bytesSetting(key, usage string, p func(*Config) *int64) setting {
 	return setting{key: key, usage: usage,
 		get: func(c *Config) string { return formatBytes(*p(c)) },
@@ -250,6 +291,11 @@ var tuningSettings = []setting{
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
 	durSetting("recovery-timeout", "bound on opening the storage at start-up (stores, WAL recovery, core)", func(c *Config) *time.Duration { return &c.RecoveryTimeout }),
 	bytesSetting("kafka-max-request-bytes", "largest Kafka request a connection may send (Kafka's socket.request.max.bytes)", func(c *Config) *int64 { return &c.KafkaMaxRequestBytes }),
+	boolSetting("kafka-auto-create-topics", "create unknown topics clients ask for in Metadata (Kafka's auto.create.topics.enable)", func(c *Config) *bool { return &c.KafkaAutoCreateTopics }),
+	intSetting("kafka-num-partitions", "partitions of auto-created topics and of CreateTopics with -1 (Kafka's num.partitions)", func(c *Config) *int64 { return &c.KafkaNumPartitions }),
+	durSetting("kafka-group-min-session-timeout", "smallest consumer session.timeout.ms accepted (Kafka's group.min.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMinSessionTimeout }),
+	durSetting("kafka-group-max-session-timeout", "largest consumer session.timeout.ms accepted (Kafka's group.max.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMaxSessionTimeout }),
+	durSetting("kafka-transaction-max-timeout", "largest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaTransactionMaxTimeout }),
 	intSetting("metrics-stream-limit", "streams /metrics exports per-stream gauges for (0 disables)", func(c *Config) *int64 { return &c.MetricsStreamLimit }),
 }
 

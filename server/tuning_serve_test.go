@@ -38,3 +38,35 @@ func TestSessionTTLReachesKafkaPartitions(t *testing.T) {
 		t.Fatalf("session expires in %v, want within the configured 7s TTL", left)
 	}
 }
+
+// The Kafka knobs reach the broker: auto-created topics get
+// --kafka-num-partitions partitions, and --kafka-auto-create-topics=false
+// stops auto-creation.
+func TestKafkaTopicKnobs(t *testing.T) {
+	for _, auto := range []bool{true, false} {
+		cfg := testConfig(t)
+		cfg.KafkaAddr = "127.0.0.1:0"
+		cfg.KafkaNumPartitions = 3
+		cfg.KafkaAutoCreateTopics = auto
+		s, _ := startTest(t, cfg)
+		ctx := ctxT(t)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()["kafka"]), kgo.AllowAutoTopicCreation())
+		if err != nil {
+			t.Fatal(err)
+		}
+		adm := kadm.NewClient(cl)
+		// A Metadata request naming the topic with auto-creation allowed.
+		md, err := adm.Metadata(ctx, "auto")
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		td := md.Topics["auto"]
+		switch {
+		case auto && (td.Err != nil || len(td.Partitions) != 3):
+			t.Errorf("auto-create on: topic err %v, %d partitions; want 3 partitions", td.Err, len(td.Partitions))
+		case !auto && td.Err == nil:
+			t.Errorf("auto-create off: the topic was created with %d partitions", len(td.Partitions))
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 func TestTuningDefaultsMatchPackages(t *testing.T) {
 	d := DefaultTuning()
 	c := d.coreConfig(stream.Config{})
-	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 30*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 10*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
 		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
 	}
 	w := d.objectWALConfig(objectwal.Config{})
@@ -77,5 +77,23 @@ func TestParseBytes(t *testing.T) {
 		if got, _ := parseBytes(formatBytes(want)); got != want {
 			t.Errorf("formatBytes(%d) does not round-trip", want)
 		}
+	}
+}
+
+// The lifecycle defaults are the core's own.
+func TestLifecycleDefaultsMatchCore(t *testing.T) {
+	got := DefaultLifecycleSettings().coreLifecycle()
+	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
+		GCInterval: 5 * time.Second, GCGrace: 15 * time.Second, LeaseTTL: 30 * time.Second}
+	if got != want {
+		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
+	}
+	fs := parseFlags(t, "--gc-dry-run", "--generation-bytes", "32MiB", "--gc-grace", "1m")
+	cfg, err := LoadConfig(fs, envOf(map[string]string{"NEREUS_GC_INTERVAL": "2s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Lifecycle; !l.GCDryRun || l.GenerationBytes != 32<<20 || l.GCGrace != time.Minute || l.GCInterval != 2*time.Second {
+		t.Fatalf("lifecycle settings not applied: %+v", l)
 	}
 }

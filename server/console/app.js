@@ -280,7 +280,12 @@ const pages = {
   },
 
   async pulsar() {
-    const tenants = await getJSON("/admin/v2/tenants");
+    let tenants;
+    try {
+      tenants = await getJSON("/admin/v2/tenants");
+    } catch (e) {
+      return `<h1>Pulsar</h1><p class="muted">The Pulsar front end does not answer on this node (started with --pulsar-addr ""?): ${esc(e.message)}</p>`;
+    }
     const rows = [], subs = [];
     for (const tenant of tenants) {
       const nss = await getJSON("/admin/v2/namespaces/" + encodeURIComponent(tenant));

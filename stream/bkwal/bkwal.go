@@ -150,6 +150,7 @@ type Provider struct {
 
 	readers *readerCache
 	met     *providerMetrics
+	reclaim reclaimState
 
 	// Health: degraded from a failed run until the next run succeeds.
 	healthMu      sync.Mutex
@@ -493,7 +494,7 @@ func (l *lane) completeLoop() {
 		if pr.err != nil {
 			p.met.failedRuns.Add(bg, 1)
 			if pr.led != nil {
-				pr.led.runFinished(false)
+				pr.led.runFinished(false, 0, 0)
 				p.maybeFinalize(pr.led)
 			}
 			p.runOutcome(pr.err)
@@ -505,7 +506,7 @@ func (l *lane) completeLoop() {
 		if unitRecords(pr.run) {
 			t.flags |= flagUnitRecords
 		}
-		pr.led.runFinished(true)
+		pr.led.runFinished(true, pr.run.Commit, pr.run.End())
 		p.met.runDone(int64(len(pr.futs)), pr.bytes, pr.sent)
 		p.runOutcome(nil)
 		pr.done(t.encode(), nil)
@@ -598,7 +599,7 @@ func (p *Provider) Release(tgt provider.Target, committed bool) {
 	if led == nil {
 		return
 	}
-	led.released(committed)
+	led.released(t.commit, committed)
 	p.maybeFinalize(led)
 }
 
