@@ -201,6 +201,9 @@ const pages = {
         ${card("owned streams (append sessions here)", owned === undefined ? "—" : fmtNum(owned))}
         ${card("started", esc(new Date(h.startedAt).toLocaleString()))}
       </div>
+      ${(h.degraded || []).length ? `<h2 class="err">Degraded storage components</h2>
+        <p class="muted">Appends fail with a retriable error until the component recovers by itself; reads keep working.</p>
+        ${table(["component", "since", "last error"], h.degraded.map((d) => [esc(d.component), esc(new Date(d.since).toLocaleString()), esc(d.reason)]))}` : ""}
       <h2>Brokers</h2>
       ${table(["node", "status", "front ends", "listeners"], [[esc(h.nodeId) + ' <span class="muted">(this node)</span>',
         `<span class="pill ${h.status === "ok" ? "ok" : "bad"}">${esc(h.status)}</span>`, up || '<span class="muted">none</span>', listeners]])}
