@@ -294,6 +294,9 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		if err := s.acls.Load(sctx); err != nil {
 			s.txns.Close()
 			_ = st.Close(sctx)
+			if own {
+				_ = node.Close()
+			}
 			return nil, fmt.Errorf("nereus/kafka: loading ACLs: %w", err)
 		}
 		wctx, wcancel := context.WithCancel(context.Background())
