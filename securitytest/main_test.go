@@ -36,7 +36,7 @@ var (
 
 // reauth is the server's SASL session lifetime (KIP-368): short enough that
 // the Kafka tests' clients re-authenticate while they run.
-const reauth = 8 * time.Second
+const reauth = 5 * time.Second
 
 // The SCRAM users every test may use (created through the admin API, as
 // `nereus kafka user set` does).
