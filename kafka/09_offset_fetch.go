@@ -43,7 +43,7 @@ type offsetTopic struct {
 
 // fetchGroupOffsets answers one group's offset fetch; topics == nil means all.
 func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all, requireStable bool) ([]offsetTopic, int16) {
-	offs, err := r.s.store.FetchOffsets(r.ctx, group)
+	offs, err := r.s.store.FetchOffsetsFor(r.ctx, group, topics)
 	if err != nil {
 		return nil, errorCode(err)
 	}

@@ -102,6 +102,11 @@ type Config struct {
 
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// Projection, if set, serves the Kafka topics it claims through
+	// another storage boundary: KoP, Pulsar topics addressed as
+	// persistent://tenant/namespace/topic (see kstore.Projection).
+	Projection kstore.Projection
 }
 
 func (c *Config) setDefaults() {
@@ -192,7 +197,8 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		return nil, errors.New("kafka: NewServer needs a stream.Storage and a metadata.Store")
 	}
 	cfg.setDefaults()
-	st, err := kstore.New(storage, meta, kstore.Config{WriterID: cfg.WriterID, Logger: cfg.Logger, Now: cfg.Now})
+	st, err := kstore.New(storage, meta, kstore.Config{WriterID: cfg.WriterID, Logger: cfg.Logger, Now: cfg.Now,
+		Projection: cfg.Projection})
 	if err != nil {
 		return nil, err
 	}

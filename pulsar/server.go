@@ -58,34 +58,52 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	ctx, cancel := context.WithCancel(context.Background())
 	initCtx, initCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer initCancel()
-	inc, err := managedledger.AllocateIncarnation(initCtx, meta)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("nereus/pulsar: allocate broker incarnation: %w", err)
+	ml := cfg.Ledgers
+	if ml == nil {
+		var err error
+		if ml, err = NewLedgers(initCtx, storage, meta, cfg); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	s := &Server{
 		cfg:         cfg,
 		log:         cfg.Logger.With("component", "pulsar"),
-		incarnation: inc,
+		incarnation: ml.AuthorityEpoch(),
 		ctx:         ctx,
 		cancel:      cancel,
 		conns:       map[*conn]struct{}{},
 		topics:      map[string]*topicLoad{},
 		advertise:   cfg.AdvertisedAddr,
-	}
-	s.ml = managedledger.NewFactory(storage, meta, managedledger.Config{
-		WriterID:       fmt.Sprintf("pulsar-broker-%d", inc),
-		AuthorityEpoch: inc,
-		Profile:        cfg.StorageProfile,
-		Logger:         s.log,
-	})
-	if err := s.ml.EnsureDefaults(initCtx); err != nil {
-		cancel()
-		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
+		ml:          ml,
 	}
 	s.wg.Add(1)
 	go s.statsLoop()
 	return s, nil
+}
+
+// NewLedgers makes the managed-ledger factory a broker serves topics
+// from. It allocates a broker incarnation from metadata: the authority
+// epoch of the append sessions the factory acquires (a restarted broker
+// fences its predecessor) and part of every generated producer name. It
+// also creates the default tenant and namespace, as a Pulsar standalone
+// does.
+func NewLedgers(ctx context.Context, storage stream.Storage, meta metadata.Store, cfg Config) (*managedledger.Factory, error) {
+	cfg = cfg.withDefaults()
+	inc, err := managedledger.AllocateIncarnation(ctx, meta)
+	if err != nil {
+		return nil, fmt.Errorf("nereus/pulsar: allocate broker incarnation: %w", err)
+	}
+	ml := managedledger.NewFactory(storage, meta, managedledger.Config{
+		WriterID:       fmt.Sprintf("pulsar-broker-%d", inc),
+		AuthorityEpoch: inc,
+		Profile:        cfg.StorageProfile,
+		Logger:         cfg.Logger.With("component", "pulsar"),
+	})
+	if err := ml.EnsureDefaults(ctx); err != nil {
+		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
+	}
+	return ml, nil
 }
 
 // Serve accepts Pulsar connections on ln until Shutdown; it may be called
