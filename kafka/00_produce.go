@@ -36,6 +36,11 @@ package kafka
 //     INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH). The
 //     transaction is registered as open on the partition before the batch
 //     is issued, so the last stable offset never passes it uncommitted.
+//   - Producing to an internal topic (__consumer_offsets,
+//     __transaction_state) gets INVALID_TOPIC_EXCEPTION, as in Kafka.
+//   - producer_byte_rate quotas (quota.go): the request's bytes are
+//     recorded for its user/client id; over the quota the response carries
+//     throttle_time_ms and the connection is not read for that long.
 //   - Per-record errors (v8 record_errors) are never produced; a bad batch
 //     fails as a whole with error_message set.
 //
@@ -111,6 +116,13 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 				op.ErrorCode = refuse
 				continue
 			}
+			if isInternalTopic(rt.Topic) {
+				op.ErrorCode = kerr.InvalidTopicException.Code
+				if req.Version >= 8 {
+					op.ErrorMessage = errorMessage(fmt.Errorf("%w %s: producing to it is not allowed", errInternalTopic, rt.Topic))
+				}
+				continue
+			}
 			t, p, err := s.store.Partition(r.ctx, rt.Topic, rp.Partition)
 			if err != nil {
 				op.ErrorCode = errorCode(err)
@@ -136,6 +148,13 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	settle := func() {
 		ctx, cancel := context.WithTimeout(r.ctx, timeout)
 		defer cancel()
+		defer func() {
+			n := 0
+			for i := range targets {
+				n += targets[i].bytes
+			}
+			resp.ThrottleMillis = r.throttleProduce(n)
+		}()
 		for i := range targets {
 			t := &targets[i]
 			res, err := t.app.Settle(ctx)

@@ -29,6 +29,8 @@ package kafka
 //     their abort marker, which it reads in the same data.
 //   - current_leader_epoch (v9+) is checked against the partition's session
 //     epoch: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH.
+//   - consumer_byte_rate quotas: a fetch that would exceed its client's
+//     quota returns no records, with throttle_time_ms (quota.go).
 //   - Follower fetching (rack, preferred_read_replica) is not supported:
 //     preferred_read_replica is always -1.
 //
@@ -112,6 +114,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) {
+		throttleFetch(r, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
 	}
@@ -124,9 +127,33 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			}
 			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
+		total = throttleFetch(r, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
 	}, nil
+}
+
+// throttleFetch applies the consumer_byte_rate quota: a fetch that would
+// take its client over the quota is answered without records (its bytes
+// not counted) with throttle_time_ms, and the connection pauses. It
+// returns the record bytes left in the reply.
+func throttleFetch(r *request, reply *fetchReply, total int) int {
+	if total == 0 {
+		return 0
+	}
+	user, client := r.principalName(), r.hdr.clientID
+	d := r.s.quotas.record(r.ctx, kstore.QuotaConsumerByteRate, user, client, total)
+	if d <= 0 {
+		return total
+	}
+	r.s.quotas.unrecord(kstore.QuotaConsumerByteRate, user, client, total)
+	for i := range reply.parts {
+		reply.parts[i].entries, reply.parts[i].size = nil, 0
+		reply.parts[i].out.AbortedTransactions = nil
+	}
+	reply.ThrottleMillis = int32(d / time.Millisecond)
+	r.c.throttleConn(d)
+	return 0
 }
 
 // anyFetchError reports whether a partition carries an error: like Kafka,

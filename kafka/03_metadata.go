@@ -17,6 +17,8 @@ package kafka
 //     (no LEADER_NOT_AVAILABLE round).
 //   - v0: an empty topic list means all topics; v1+: null means all, empty
 //     means none. v10+ topics may be named by id only.
+//   - __consumer_offsets and __transaction_state are listed with
+//     is_internal (internal_topics.go).
 //   - Authorized operations are reported as "all" when asked for (no ACLs),
 //     INT32_MIN otherwise.
 //
@@ -113,6 +115,7 @@ func (s *Server) describeTopic(ctx context.Context, t *kstore.Topic, withOps boo
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = isInternalTopic(t.Name)
 	mt.AuthorizedOperations = math.MinInt32
 	if withOps {
 		mt.AuthorizedOperations = allTopicOps

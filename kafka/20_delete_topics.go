@@ -10,12 +10,16 @@ package kafka
 //     old topic id).
 //   - v6 names topics by name or by id; unknown ids get UNKNOWN_TOPIC_ID.
 //   - timeout_ms is ignored: deletion is done when the response is sent.
+//   - The internal topics (__consumer_offsets, __transaction_state) get
+//     INVALID_TOPIC_EXCEPTION.
 //
 // Version notes:
 //   - v1: throttle. v2-3: same. v4: flexible. v5: error message.
 //   - v6: topics by name or id.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -56,6 +60,14 @@ func handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Response, error)
 			}
 			name = topic.Name
 			ot.Topic = &topic.Name
+		}
+		if isInternalTopic(name) {
+			ot.ErrorCode = kerr.InvalidTopicException.Code
+			if req.Version >= 5 {
+				ot.ErrorMessage = errorMessage(fmt.Errorf("%w %s cannot be deleted", errInternalTopic, name))
+			}
+			resp.Topics = append(resp.Topics, ot)
+			continue
 		}
 		id, err := r.s.store.DeleteTopic(r.ctx, name)
 		if err != nil {

@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -100,6 +101,10 @@ type Config struct {
 	// its key, version and handling latency (for metrics).
 	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
 
+	// Security is authentication (SASL) and authorization; the zero
+	// value authenticates nobody and allows everything.
+	Security SecurityConfig
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 
@@ -137,6 +142,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Security.setDefaults()
 }
 
 // Stats are cumulative counters, safe to read at any time.
@@ -153,6 +159,8 @@ type Stats struct {
 	FetchedBytes       atomic.Int64
 	DuplicateBatches   atomic.Int64
 	GroupRebalances    atomic.Int64
+	AuthSuccesses      atomic.Int64 // SASL authentications (incl. re-authentications)
+	AuthFailures       atomic.Int64 // failed or refused SASL exchanges
 	OffsetCommits      atomic.Int64
 	requestsByKey      [128]atomic.Int64
 	requestLatencySumN [128]atomic.Int64 // nanoseconds
@@ -175,8 +183,10 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *kstore.Store
+	auth   *kauth.Store
 	groups *kgroup.Coordinator
 	txns   *ktxn.Coordinator
+	quotas *quotaManager
 	stats  Stats
 
 	advHost string
@@ -206,6 +216,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: st,
+		auth:  kauth.New(meta),
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
 			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
 		advHost:   cfg.AdvertisedHost,
@@ -214,6 +225,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
 	}
+	s.quotas = newQuotaManager(st, cfg.Now)
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
 	// Load transactions and finish any whose outcome was decided before a
@@ -221,6 +233,11 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		_ = st.Close(sctx)
+		return nil, err
+	}
+	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.txns.Close()
 		_ = st.Close(sctx)
 		return nil, err
 	}

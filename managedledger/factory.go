@@ -35,7 +35,9 @@ type Config struct {
 	// AllocateIncarnation): a broker started later takes over the append
 	// sessions of an earlier one and fences it.
 	AuthorityEpoch int64
-	// SessionTTL is the append session TTL (default 30s).
+	// SessionTTL is the append session TTL; 0 (the default) leaves it to
+	// the stream core (stream.Config.SessionTTL, `nereus serve
+	// --session-ttl`, default 30s), so one setting governs every protocol.
 	SessionTTL time.Duration
 	// Profile is the storage profile for new topic streams (default: the
 	// core's default).
@@ -63,9 +65,6 @@ type Factory struct {
 func NewFactory(storage stream.Storage, meta metadata.Store, cfg Config) *Factory {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 30 * time.Second
 	}
 	return &Factory{storage: storage, meta: meta, cfg: cfg, writers: map[stream.ID]*sharedWriter{}}
 }

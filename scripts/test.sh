@@ -14,6 +14,7 @@
 #   NEREUS_FUZZTIME      time per fuzz target (default 15s)
 #   NEREUS_TEST_TIMEOUT  go test -timeout (default 25m)
 #   NEREUS_TEST_PKGS     packages for go test (default ./...)
+#   NEREUS_SIM_SEEDS     seeds of the stream simulation step (default 10000)
 #   NEREUS_SKIP_FUZZ=1, NEREUS_SKIP_VULN=1, NEREUS_SKIP_SERVICES=1
 #   NEREUS_REQUIRE_EXTERNAL defaults to 1 here: tests that need an external
 #   service fail (instead of skipping) when it is missing.
@@ -97,6 +98,14 @@ install_tools() {
 			echo "installed kcat"
 		else
 			echo "warning: kcat is not installed and apt-get is not usable; tests needing it will report it"
+		fi
+	fi
+	# Debian's Chromium for the web console test (server/opstest).
+	if ! command -v chromium >/dev/null 2>&1; then
+		if apt_install chromium; then
+			echo "installed chromium"
+		else
+			echo "warning: chromium is not installed and apt-get is not usable; the console test will report it"
 		fi
 	fi
 	# Build the pinned tools once up front so their compile time is not
@@ -207,6 +216,17 @@ run_tests() {
 		-race -count=1 -timeout "$TEST_TIMEOUT" $TEST_PKGS
 }
 
+# run_simulation runs the stream core's deterministic simulation without
+# -race (every seed is single-threaded, so the race detector adds only a
+# tenfold slowdown; the -race run above does a short time-boxed pass):
+# NEREUS_SIM_SEEDS seeds (default 10000, and fewer is a failure), then the
+# mutation check (every planted bug must be caught). A failure prints its
+# seed and the command that replays it.
+run_simulation() {
+	local seeds=${NEREUS_SIM_SEEDS:-10000}
+	go test -count=1 -timeout 20m -run '^TestSimulation' -v ./stream -sim.seeds="$seeds" -sim.min="$seeds"
+}
+
 # fuzz_targets lists "pkgdir FuzzName" for every native fuzz target.
 fuzz_targets() {
 	git ls-files --cached --others --exclude-standard '*_test.go' 2>/dev/null |
@@ -251,6 +271,7 @@ if [ "${NEREUS_SKIP_VULN:-0}" != 1 ]; then
 	step govulncheck check_govulncheck
 fi
 step go-test run_tests
+step simulation run_simulation
 if [ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]; then
 	step fuzz run_fuzz
 fi

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/kop"
@@ -72,6 +73,8 @@ type Deps struct {
 	HTTPAddr net.Addr
 	// TLS serves the certificate of TLS listeners (nil without TLS).
 	TLS *listener.Source
+	// Tokens validates JWT bearer credentials (nil without a token key).
+	Tokens *authtoken.Validator
 }
 
 // FrontendSpec describes one front end to host.
@@ -117,7 +120,8 @@ func DefaultFrontends(cfg Config) []FrontendSpec {
 	// topics), so both hold one append session per stream.
 	ledgers := &sharedLedgers{}
 	return []FrontendSpec{
-		{Name: "kafka", Listeners: of(listener.Kafka), New: func(d Deps) (Frontend, error) { return newKafkaFrontend(d, ledgers) }},
+		{Name: "kafka", Listeners: of(listener.Kafka), HTTPPatterns: kafka.HTTPPatterns,
+			New: func(d Deps) (Frontend, error) { return newKafkaFrontend(d, ledgers) }},
 		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"},
 			New: func(d Deps) (Frontend, error) { return newPulsarFrontend(d, ledgers) }},
 	}
@@ -185,8 +189,16 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 	}
 	srv, err := kafka.NewServer(kafka.Config{
 		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
-		RequestHook: m.RequestHook,
-		Projection:  proj,
+		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
+		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
+		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
+		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		Security: kafka.SecurityConfig{
+			SASLMechanisms: d.Config.kafkaMechanisms(),
+			Tokens:         d.Tokens,
+			MaxReauth:      d.Config.KafkaMaxReauth,
+		},
+		Projection: proj,
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

@@ -3,10 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nereusstream/nereus-go/bookkeeper"
+	"github.com/nereusstream/nereus-go/bookkeeper/proto"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -25,7 +28,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// (default 30s).
+	// on the streams this node owns (default 10s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -56,6 +59,40 @@ type Tuning struct {
 	BookKeeperMaxLedgerEntries int64
 	BookKeeperMaxLedgerBytes   int64
 	BookKeeperMaxLedgerAge     time.Duration
+	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
+	// included (BookKeeper's addEntryTimeoutSec; default 5s);
+	// BookKeeperRequestTimeout bounds one request to one bookie (default
+	// 5s); BookKeeperOpTimeout bounds one ledger lifecycle step: allocate,
+	// create, seal, recover (default 60s).
+	BookKeeperAddTimeout, BookKeeperRequestTimeout, BookKeeperOpTimeout time.Duration
+	// BookKeeperMaxFrameSize is the largest frame sent to or accepted from a
+	// bookie; it must not exceed the bookies' nettyMaxFrameSizeBytes
+	// (default 5 MiB, BookKeeper's).
+	BookKeeperMaxFrameSize int64
+	// BookKeeperReaderCache bounds the ledgers kept open for reads (default
+	// 256).
+	BookKeeperReaderCache int64
+
+	// RecoveryTimeout bounds opening the storage at start-up: the metadata
+	// and object stores, the WAL's recovery of unsettled runs and the core
+	// (default 2m). A node with a long unsettled WAL tail may need more.
+	RecoveryTimeout time.Duration
+	// KafkaMaxRequestBytes is the largest Kafka request a connection may
+	// send (Kafka's socket.request.max.bytes; default 100 MiB).
+	KafkaMaxRequestBytes int64
+	// KafkaAutoCreateTopics creates unknown topics a client's Metadata
+	// request asks for (Kafka's auto.create.topics.enable; default true);
+	// KafkaNumPartitions is their partition count and that of CreateTopics
+	// with -1 (num.partitions; default 1).
+	KafkaAutoCreateTopics bool
+	KafkaNumPartitions    int64
+	// KafkaGroupMinSessionTimeout and KafkaGroupMaxSessionTimeout bound a
+	// consumer's session.timeout.ms (group.min/max.session.timeout.ms;
+	// defaults 6s, 30m).
+	KafkaGroupMinSessionTimeout, KafkaGroupMaxSessionTimeout time.Duration
+	// KafkaTransactionMaxTimeout bounds a transactional producer's
+	// transaction.timeout.ms (transaction.max.timeout.ms; default 15m).
+	KafkaTransactionMaxTimeout time.Duration
 
 	// MetricsStreamLimit is how many streams /metrics exports per-stream
 	// gauges for, in name order (default 1000; 0 disables them).
@@ -65,21 +102,33 @@ type Tuning struct {
 // DefaultTuning returns the defaults, equal to the packages' own.
 func DefaultTuning() Tuning {
 	return Tuning{
-		SessionTTL:                 30 * time.Second,
-		RetentionInterval:          30 * time.Second,
-		TailCacheBytes:             64 << 20,
-		MaxPendingRuns:             256,
-		ObjectWALUploadConcurrency: 4,
-		ObjectWALMaxInFlightBytes:  256 << 20,
-		ObjectWALCacheBytes:        64 << 20,
-		ObjectWALTruncateInterval:  100 * time.Millisecond,
-		BookKeeperEnsembleSize:     3,
-		BookKeeperWriteQuorum:      2,
-		BookKeeperAckQuorum:        2,
-		BookKeeperMaxLedgerEntries: 100000,
-		BookKeeperMaxLedgerBytes:   512 << 20,
-		BookKeeperMaxLedgerAge:     time.Hour,
-		MetricsStreamLimit:         1000,
+		SessionTTL:                  30 * time.Second,
+		RetentionInterval:           10 * time.Second,
+		TailCacheBytes:              64 << 20,
+		MaxPendingRuns:              256,
+		ObjectWALUploadConcurrency:  4,
+		ObjectWALMaxInFlightBytes:   256 << 20,
+		ObjectWALCacheBytes:         64 << 20,
+		ObjectWALTruncateInterval:   100 * time.Millisecond,
+		BookKeeperEnsembleSize:      3,
+		BookKeeperWriteQuorum:       2,
+		BookKeeperAckQuorum:         2,
+		BookKeeperMaxLedgerEntries:  100000,
+		BookKeeperMaxLedgerBytes:    512 << 20,
+		BookKeeperMaxLedgerAge:      time.Hour,
+		BookKeeperAddTimeout:        5 * time.Second,
+		BookKeeperRequestTimeout:    5 * time.Second,
+		BookKeeperOpTimeout:         60 * time.Second,
+		BookKeeperMaxFrameSize:      proto.DefaultMaxFrameSize,
+		BookKeeperReaderCache:       256,
+		RecoveryTimeout:             2 * time.Minute,
+		KafkaMaxRequestBytes:        100 << 20,
+		KafkaAutoCreateTopics:       true,
+		KafkaNumPartitions:          1,
+		KafkaGroupMinSessionTimeout: 6 * time.Second,
+		KafkaGroupMaxSessionTimeout: 30 * time.Minute,
+		KafkaTransactionMaxTimeout:  15 * time.Minute,
+		MetricsStreamLimit:          1000,
 	}
 }
 
@@ -116,6 +165,29 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
+	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
+	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
+	pos("bookkeeper-max-frame-size", t.BookKeeperMaxFrameSize)
+	if t.BookKeeperMaxFrameSize > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("bookkeeper-max-frame-size %d is too large", t.BookKeeperMaxFrameSize))
+	}
+	pos("bookkeeper-reader-cache", t.BookKeeperReaderCache)
+	posd("recovery-timeout", t.RecoveryTimeout)
+	pos("kafka-max-request-bytes", t.KafkaMaxRequestBytes)
+	if t.KafkaMaxRequestBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("kafka-max-request-bytes %d must be at most %d (a Kafka request size is an int32)", t.KafkaMaxRequestBytes, math.MaxInt32))
+	}
+	pos("kafka-num-partitions", t.KafkaNumPartitions)
+	if t.KafkaNumPartitions > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("kafka-num-partitions %d is too large", t.KafkaNumPartitions))
+	}
+	posd("kafka-group-min-session-timeout", t.KafkaGroupMinSessionTimeout)
+	if t.KafkaGroupMaxSessionTimeout < t.KafkaGroupMinSessionTimeout {
+		errs = append(errs, fmt.Errorf("kafka-group-max-session-timeout %v must be >= kafka-group-min-session-timeout %v",
+			t.KafkaGroupMaxSessionTimeout, t.KafkaGroupMinSessionTimeout))
+	}
+	posd("kafka-transaction-max-timeout", t.KafkaTransactionMaxTimeout)
 	if t.MetricsStreamLimit < 0 {
 		errs = append(errs, fmt.Errorf("metrics-stream-limit %d must be >= 0", t.MetricsStreamLimit))
 	}
@@ -141,6 +213,12 @@ func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
 func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
+	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
+	return c
+}
+
+func (t Tuning) bookKeeperClientConfig(c bookkeeper.Config) bookkeeper.Config {
+	c.AddTimeout, c.RequestTimeout, c.MaxFrameSize = t.BookKeeperAddTimeout, t.BookKeeperRequestTimeout, int(t.BookKeeperMaxFrameSize)
 	return c
 }
 
@@ -204,6 +282,19 @@ func intSetting(key, usage string, p func(*Config) *int64) setting {
 		}}
 }
 
+func boolSetting(key, usage string, p func(*Config) *bool) setting {
+	return setting{key: key, usage: usage, boolean: true,
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			*p(c) = b
+			return nil
+		}}
+}
+
 func bytesSetting(key, usage string, p func(*Config) *int64) setting {
 	return setting{key: key, usage: usage,
 		get: func(c *Config) string { return formatBytes(*p(c)) },
@@ -232,6 +323,18 @@ var tuningSettings = []setting{
 	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
+	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
+	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),
+	bytesSetting("bookkeeper-max-frame-size", "largest frame to or from a bookie (must not exceed the bookies' nettyMaxFrameSizeBytes)", func(c *Config) *int64 { return &c.BookKeeperMaxFrameSize }),
+	intSetting("bookkeeper-reader-cache", "ledgers kept open for reads", func(c *Config) *int64 { return &c.BookKeeperReaderCache }),
+	durSetting("recovery-timeout", "bound on opening the storage at start-up (stores, WAL recovery, core)", func(c *Config) *time.Duration { return &c.RecoveryTimeout }),
+	bytesSetting("kafka-max-request-bytes", "largest Kafka request a connection may send (Kafka's socket.request.max.bytes)", func(c *Config) *int64 { return &c.KafkaMaxRequestBytes }),
+	boolSetting("kafka-auto-create-topics", "create unknown topics clients ask for in Metadata (Kafka's auto.create.topics.enable)", func(c *Config) *bool { return &c.KafkaAutoCreateTopics }),
+	intSetting("kafka-num-partitions", "partitions of auto-created topics and of CreateTopics with -1 (Kafka's num.partitions)", func(c *Config) *int64 { return &c.KafkaNumPartitions }),
+	durSetting("kafka-group-min-session-timeout", "smallest consumer session.timeout.ms accepted (Kafka's group.min.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMinSessionTimeout }),
+	durSetting("kafka-group-max-session-timeout", "largest consumer session.timeout.ms accepted (Kafka's group.max.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMaxSessionTimeout }),
+	durSetting("kafka-transaction-max-timeout", "largest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaTransactionMaxTimeout }),
 	intSetting("metrics-stream-limit", "streams /metrics exports per-stream gauges for (0 disables)", func(c *Config) *int64 { return &c.MetricsStreamLimit }),
 }
 

@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -40,12 +42,24 @@ type Config struct {
 	// index entries are confirmed; beyond it the stream's appends wait for
 	// index publication (default 256).
 	MaxPendingRuns int
-	// RetentionInterval is how often retention is enforced (default 30s).
+	// RetentionInterval is how often retention is enforced on the streams
+	// this process owns (default 10s).
 	RetentionInterval time.Duration
+	// ObjectStore holds generation objects. Without it streams are never
+	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
+	ObjectStore objectstore.ObjectStore
+	// Lifecycle configures materialization, reader protection and GC.
+	Lifecycle LifecycleConfig
+	// Ownership says which streams' lifecycle work runs here (nil: all).
+	Ownership Ownership
 	// Logger receives lifecycle events. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
+
+	// runtime replaces the goroutines, timers and clock of the driver (the
+	// simulator's seam; nil: the real runtime over Now).
+	runtime runtime
 }
 
 func (c *Config) withDefaults() error {
@@ -69,13 +83,17 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 30 * time.Second
+		c.RetentionInterval = 10 * time.Second
 	}
+	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.runtime == nil {
+		c.runtime = realRuntime{clock: c.Now}
 	}
 	return nil
 }
@@ -86,6 +104,7 @@ func (c *Config) withDefaults() error {
 type Core struct {
 	cfg         Config
 	meta        metadata.Store
+	rt          runtime
 	incarnation string
 	log         *slog.Logger
 
@@ -94,13 +113,25 @@ type Core struct {
 	closed bool
 
 	committer *committer
+	slots     slotTable
+	leases    *leaseTable
+	gens      *genReader // nil without Config.ObjectStore
+	mat       *materializer
+	gc        gcState
+	guards    retentionGuards
+	lc        lcMetrics
 	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
 
+	// lastRetention and retentionRunning belong to the maintenance tick;
+	// background counts its asynchronous work (retention passes).
+	lastRetention    time.Time
+	retentionRunning atomic.Bool
+	background       sync.WaitGroup
+
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 var _ Storage = (*Core)(nil)
@@ -113,10 +144,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 		return nil, err
 	}
 	var inc [8]byte
-	_, _ = rand.Read(inc[:])
+	binary.LittleEndian.PutUint64(inc[:], cfg.runtime.random())
 	c := &Core{
 		cfg:         cfg,
 		meta:        cfg.Metadata,
+		rt:          cfg.runtime,
 		incarnation: hex.EncodeToString(inc[:]),
 		log:         cfg.Logger,
 		owners:      map[ID]*owner{},
@@ -125,15 +157,19 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.tail = newTailCache(cfg.TailCacheBytes)
 	c.watch = newHeadWatch(c)
 	c.committer = newCommitter(c)
+	c.leases = newLeaseTable(c)
+	if cfg.ObjectStore != nil {
+		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+	}
+	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {
 		if err := p.Recover(ctx, c.settleIntent); err != nil {
 			c.cancel()
 			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)
 		}
 	}
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); c.committer.run(c.ctx) }()
-	go func() { defer c.wg.Done(); c.maintenance(c.ctx) }()
+	c.startMaintenance()
+	c.startLifecycle()
 	return c, nil
 }
 
@@ -162,8 +198,8 @@ func (c *Core) providerFor(p Profile) (provider.Provider, error) {
 		}
 		return nil, fmt.Errorf("%w: %s needs %s, which is not configured", ErrUnsupportedProfile, p, which)
 	}
-	if p == BookKeeperWALSyncObject {
-		return nil, fmt.Errorf("%w: %s needs object materialization, which is not built yet", ErrUnsupportedProfile, p)
+	if (p == BookKeeperWALSyncObject || p == BookKeeperWALAsyncObject) && c.cfg.ObjectStore == nil {
+		return nil, fmt.Errorf("%w: %s materializes into the object store, which is not configured", ErrUnsupportedProfile, p)
 	}
 	return pv, nil
 }
@@ -175,6 +211,24 @@ func (c *Core) providerByName(name string) (provider.Provider, error) {
 		}
 	}
 	return nil, fmt.Errorf("nereus/stream: no provider %q configured for a committed run", name)
+}
+
+// partReader reads the entries of one part of a descriptor (a WAL run, a
+// generation object) back.
+type partReader interface {
+	Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error)
+}
+
+// readerByName returns the reader of descriptors recorded with provider
+// name `name`.
+func (c *Core) readerByName(name string) (partReader, error) {
+	if name == generationProvider {
+		if c.gens == nil {
+			return nil, fmt.Errorf("nereus/stream: a generation is committed but no object store is configured")
+		}
+		return c.gens, nil
+	}
+	return c.providerByName(name)
 }
 
 func (c *Core) writerTag(writerID string) string { return writerID + "\x00" + c.incarnation }
@@ -200,7 +254,9 @@ func (c *Core) Close() error {
 		o.drain(ctx)
 	}
 	c.cancel()
-	c.wg.Wait()
+	c.committer.stop()
+	c.committer.failAll()
+	c.background.Wait()
 	c.watch.stop()
 	var errs []error
 	for _, p := range c.providers() {
@@ -223,4 +279,6 @@ func randomUint64() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-func (c *Core) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+func (c *Core) random() uint64 { return c.rt.random() }
+
+func (c *Core) nowMs() int64 { return c.rt.now().UnixMilli() }

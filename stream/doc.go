@@ -11,8 +11,10 @@
 //
 // # Records
 //
-// Three kinds of metadata records, each single-key and checksummed
-// (records.go has the byte layouts):
+// The metadata records, each single-key and checksummed (records.go has the
+// byte layouts; lifecycle records — generation index, retire journal,
+// reader leases, deletion queue — are described in generations.go,
+// gc.go and protect.go):
 //
 //   - the name record (create-only) is the atomic creation point and
 //     carries the immutable creation spec; the head is derived from it;
@@ -23,16 +25,18 @@
 //   - offset-index entries, one per committed run, keyed by the run's end
 //     offset.
 //
-// Invariant: every committed run is in the head's Pending list or in the
-// offset index (a run leaves Pending only in a CAS issued after its index
-// entry was confirmed). Reads locate runs through exactly these two places,
-// so they can only ever see committed data, and an unknown commit outcome is
-// settled by looking for the run's identity (epoch, token, commit number)
-// there.
+// Invariant: every committed, untrimmed run is in the head's Pending list,
+// in the offset index, or — once a published generation serves its range
+// (below head.GenThrough) — in that generation's lineage (a run leaves
+// Pending only in a CAS issued after its index entry was confirmed; GC
+// retires an index entry only below max(Start, GenThrough)). Reads locate
+// data through exactly these places, so they can only ever see committed
+// data, and an unknown commit outcome is settled by looking for the run's
+// identity (epoch, token, commit number) there.
 //
 // # The append path
 //
-//  1. Admission (owner.go): under the stream's lock, validate the session,
+//  1. Admission (commitMachine.admit): under the stream's lock, validate the session,
 //     the expected offset and the producer sequence against the projected
 //     state, assign offsets, and hand the run to the WAL provider. Offsets
 //     are assigned before durability so the next run's WAL write overlaps
@@ -40,7 +44,7 @@
 //  2. WAL write: the provider makes the run durable and records it as an
 //     intent (for the Object WAL, a RecordMeta in the wal manifest; one
 //     segment carries the runs of many streams).
-//  3. Head CAS (committer.go): one goroutine runs commit rounds. Each round
+//  3. Head CAS (committer.go): one commit round at a time. Each round
 //     builds, for every stream with durable runs, the next head (runs
 //     appended to Pending, End advanced, dedup table updated) and sends all
 //     heads in ONE metadata Batch. Ops are independent: a conflict or an
@@ -56,6 +60,18 @@
 // A WAL failure fails that run and every later run of the same stream (their
 // offsets were projected past it); they were never CASed, so they are
 // definitely not committed, and the provider is told to reclaim them.
+//
+// # Decisions and I/O
+//
+// Every commit decision of an owned stream is made by a commitMachine
+// (commit_machine.go), a pure state machine in the shape of etcd raft's
+// RawNode: events in (append admitted, WAL write done, metadata results,
+// index probe results, failures, the current time), effects out
+// (commitReady: WAL writes, tail-cache inserts, releases, resolutions with
+// their commit certainty, probes, timers). owner.go and committer.go are
+// its driver: they feed events under one lock per stream and execute
+// effects outside it, through a runtime (runtime.go) that the
+// deterministic simulator (simulation_test.go) replaces.
 //
 // # Sessions and recovery
 //

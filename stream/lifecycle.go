@@ -60,7 +60,7 @@ func (c *Core) Create(ctx context.Context, name string, opts CreateOptions) (Inf
 	if _, err := c.providerFor(p); err != nil {
 		return Info{}, err
 	}
-	nr := nameRecord{ID: ID(randomUint64() >> 1), Name: name, Profile: p, CreatedMs: c.nowMs(),
+	nr := nameRecord{ID: ID(c.random() >> 1), Name: name, Profile: p, CreatedMs: c.nowMs(),
 		Attributes: opts.Attributes, Retention: opts.Retention}
 	if nr.ID == 0 {
 		nr.ID = 1
@@ -89,7 +89,7 @@ func (c *Core) Create(ctx context.Context, name string, opts CreateOptions) (Inf
 		case metadata.NotApplied:
 			return Info{}, fmt.Errorf("nereus/stream: creating %q: %w", name, err)
 		default: // unknown: the loop re-puts; a conflict then settles it
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return Info{}, fmt.Errorf("%w: creating %q: %w", ErrCommitUnknown, name, err)
 			}
 		}
@@ -117,7 +117,7 @@ func (c *Core) ensureHead(ctx context.Context, nr nameRecord) (*head, error) {
 		case metadata.NotApplied:
 			return nil, err
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return nil, err
 			}
 		}
@@ -295,7 +295,7 @@ func (c *Core) mutate(ctx context.Context, id ID, m mutation) (*head, error) {
 		case metadata.Conflict:
 			continue
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 			}
 		}
@@ -357,7 +357,18 @@ func (c *Core) Seal(ctx context.Context, id ID) error {
 // Delete implements Storage. The head moves to DELETED first (the logical
 // deletion point), then the name record is freed; a crash in between is
 // repaired by the next lookup of the name.
+//
+// The stream's records and bytes are reclaimed later by GC (gc.go), which
+// finds it through the deletion queue entry written here first.
 func (c *Core) Delete(ctx context.Context, id ID) error {
+	cur, _, err := c.readHeadView(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := c.meta.Put(ctx, deletedKey(id), encodeDeleted(cur.Name, c.nowMs()), metadata.NotExists); err != nil &&
+		metadata.Classify(err) != metadata.Conflict {
+		return fmt.Errorf("nereus/stream: queueing %v for GC: %w", id, err)
+	}
 	h, err := c.mutate(ctx, id, func(h *head) (bool, error) {
 		if h.State == StateDeleted {
 			return false, nil

@@ -1,39 +1,53 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
-// maintenance renews the sessions this process holds and enforces
-// retention. It never blocks on a single stream: renewals are queued into
-// the commit pipeline without waiting.
-func (c *Core) maintenance(ctx context.Context) {
+// startMaintenance arms the periodic tick that renews the sessions this
+// process holds and enforces retention (retention.go; the pass also plans
+// idle owned streams' materialization). A tick never blocks on a single
+// stream: renewals are queued into the commit pipeline, and a retention pass
+// runs asynchronously (one at a time).
+func (c *Core) startMaintenance() {
 	tick := min(c.cfg.SessionTTL/3, time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	lastRetention := c.cfg.Now()
-	for {
-		select {
-		case <-ctx.Done():
+	c.lastRetention = c.rt.now()
+	var loop func()
+	loop = func() {
+		if c.ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
-		c.renewSessions()
-		if now := c.cfg.Now(); now.Sub(lastRetention) >= c.cfg.RetentionInterval {
-			lastRetention = now
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.RetentionInterval)
-			if err := c.EnforceRetention(rctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("retention pass failed", "err", err)
-			}
-			cancel()
-		}
+		c.maintenanceTick()
+		c.rt.afterFunc(tick, loop)
 	}
+	c.rt.afterFunc(tick, loop)
+}
+
+func (c *Core) maintenanceTick() {
+	c.renewSessions()
+	now := c.rt.now()
+	if now.Sub(c.lastRetention) < c.cfg.RetentionInterval || !c.retentionRunning.CompareAndSwap(false, true) {
+		return
+	}
+	c.lastRetention = now
+	c.background.Add(1)
+	c.rt.goFunc(func() {
+		defer c.background.Done()
+		defer c.retentionRunning.Store(false)
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
+		defer cancel()
+		if err := c.retentionPass(rctx); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("retention pass failed", "err", err)
+		}
+	})
 }
 
 func (c *Core) renewSessions() {
@@ -43,90 +57,15 @@ func (c *Core) renewSessions() {
 		owners = append(owners, o)
 	}
 	c.mu.Unlock()
-	ttl := c.cfg.SessionTTL.Milliseconds()
+	// In stream order, so a simulated run renews (and kicks) in the same
+	// order every time.
+	slices.SortFunc(owners, func(a, b *owner) int { return cmp.Compare(a.id, b.id) })
 	now := c.nowMs()
 	for _, o := range owners {
 		o.mu.Lock()
-		due := o.fatal == nil && o.head.Session.ExpiresMs > 0 && o.head.Session.ExpiresMs-now < ttl*2/3
-		token := o.sess.Token
-		if due {
-			o.mutations = append(o.mutations, &mutationOp{done: make(chan struct{}), m: func(h *head) (bool, error) {
-				if h.Session.Token != token {
-					return false, ErrFenced
-				}
-				exp := c.nowMs() + ttl
-				if h.Session.ExpiresMs >= exp-ttl/3 {
-					return false, nil
-				}
-				h.Session.ExpiresMs = exp
-				return true, nil
-			}})
-		}
-		o.mu.Unlock()
-		if due {
-			c.committer.kick(o)
-		}
+		o.m.renewIfDue(now)
+		o.flushLocked()
 	}
-}
-
-// EnforceRetention trims every stream whose retention says so: whole runs
-// older than Retention.Time, and whole runs from the front while the
-// retained size exceeds Retention.Bytes. It runs periodically; tests and
-// admin tools may call it directly.
-func (c *Core) EnforceRetention(ctx context.Context) error {
-	after := ""
-	for {
-		infos, err := c.List(ctx, "", after, 512)
-		if err != nil {
-			return err
-		}
-		if len(infos) == 0 {
-			return nil
-		}
-		for _, in := range infos {
-			after = in.Name
-			if in.Retention == (Retention{}) || in.State != StateActive && in.State != StateSealed {
-				continue
-			}
-			if err := c.enforceOne(ctx, in.ID); err != nil && !errors.Is(err, ErrStreamNotFound) {
-				c.log.Warn("retention failed", "stream", in.ID, "name", in.Name, "err", err)
-			}
-		}
-	}
-}
-
-func (c *Core) enforceOne(ctx context.Context, id ID) error {
-	h, _, err := c.readHeadView(ctx, id)
-	if err != nil {
-		return err
-	}
-	r := h.Retention
-	cutoff := c.nowMs() - r.Time.Milliseconds()
-	retained := h.CommittedBytes - h.StartBytes
-	trimTo := h.Start
-scan:
-	for trimTo < h.End {
-		runs, err := c.runsFrom(ctx, h, trimTo, 256)
-		if err != nil {
-			return err
-		}
-		if len(runs) == 0 {
-			break
-		}
-		for _, d := range runs {
-			old := r.Time > 0 && d.MaxTS < cutoff
-			big := r.Bytes > 0 && retained > r.Bytes
-			if !old && !big {
-				break scan
-			}
-			retained -= d.CumBytes - max(d.CumBytes-d.Bytes, h.StartBytes)
-			trimTo = d.End
-		}
-	}
-	if trimTo > h.Start {
-		return c.Trim(ctx, id, trimTo)
-	}
-	return nil
 }
 
 // committedIn reports whether run id, ending at end, is committed according
@@ -141,34 +80,63 @@ func (c *Core) committedIn(ctx context.Context, h *head, id runID, end int64) (b
 }
 
 // committedInHead answers from h alone when it can: settled is false when
-// only the offset index can tell.
+// only the indexes can tell.
 func committedInHead(h *head, id runID, end int64) (committed, settled bool) {
 	for _, d := range h.Pending {
 		if d.contains(id) {
 			return true, true
 		}
 	}
+	for _, d := range h.GenPending {
+		if d.Start < end && end <= d.End && d.contains(id) {
+			return true, true
+		}
+	}
 	if end > h.IndexedThrough {
+		// A committed run ending here would still be in Pending (runs
+		// leave it only after their index entry is confirmed).
 		return false, true
 	}
 	return false, false
 }
 
+// errTrimmedEvidence: the run lies below the start offset and the records
+// that could prove whether it was committed are already collected. Its
+// bytes are not needed either way; whether it was committed stays unknown.
+var errTrimmedEvidence = errors.New("nereus/stream: the run was trimmed and its commit evidence collected")
+
 // committedInIndex looks run id up in the offset index below
-// h.IndexedThrough.
+// h.IndexedThrough and, where GC has retired the WAL entry of a range that
+// a generation now serves, in that generation's lineage.
 func (c *Core) committedInIndex(ctx context.Context, h *head, id runID, end int64) (bool, error) {
 	recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, end), indexKey(h.ID, h.IndexedThrough+1), 1)
 	if err != nil {
 		return false, err
 	}
-	if len(recs) == 0 {
-		return false, nil
+	if len(recs) > 0 {
+		d, err := decodeIndexRecord(recs[0].Value)
+		if err != nil {
+			return false, err
+		}
+		if d.Start < end {
+			// The entry covering the run's last offset is the committed
+			// one there: ours or not, this is proof.
+			return d.contains(id), nil
+		}
 	}
-	d, err := decodeIndexRecord(recs[0].Value)
-	if err != nil {
-		return false, err
+	if end <= h.GenThrough {
+		gens, err := c.scanIndex(ctx, genKey(h.ID, end), genKey(h.ID, h.GenIndexedThrough+1), end <= h.GenIndexedThrough, 1)
+		if err != nil {
+			return false, err
+		}
+		if len(gens) > 0 && gens[0].Start < end {
+			return gens[0].contains(id), nil
+		}
 	}
-	return d.contains(id), nil
+	if end <= h.Start {
+		return false, errTrimmedEvidence
+	}
+	return false, nil
 }
 
 // settleIntent decides whether a run an earlier incarnation made durable is
@@ -180,12 +148,17 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 	want := runID{Epoch: in.Run.Epoch, Token: in.Run.Token, Commit: in.Run.Commit}
 	for {
 		h, v, err := c.readHead(ctx, id)
-		if errors.Is(err, ErrStreamNotFound) {
-			return false, nil
+		if errors.Is(err, ErrStreamNotFound) || err == nil && h.State == StateDeleted {
+			return false, nil // the stream is gone: nothing of it is needed
 		}
 		if err == nil {
 			var committed bool
 			committed, err = c.committedIn(ctx, h, want, in.Run.End())
+			if errors.Is(err, errTrimmedEvidence) {
+				// Trimmed: its bytes are not needed whatever the answer,
+				// which is all Recover uses it for.
+				return false, nil
+			}
 			if err == nil && committed {
 				return true, nil
 			}
@@ -195,16 +168,16 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 				return false, err
 			}
 			// The store did not answer: the proof must be re-read.
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return false, err
 			}
 			continue
 		}
-		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token {
+		if h.Session.Epoch != in.Run.Epoch || h.Session.Token != in.Run.Token || plantedBug == bugRecoverWithoutFence {
 			return false, nil // that session can never commit again
 		}
 		next := h.clone()
-		next.Session = sessionRecord{Epoch: h.Session.Epoch + 1, Token: randomUint64(),
+		next.Session = sessionRecord{Epoch: h.Session.Epoch + 1, Token: c.random(),
 			Writer: c.writerTag(writerIDOf(h.Session.Writer)), Authority: h.Session.Authority}
 		next.Commits = 0
 		_, err = c.meta.Put(ctx, headKey(id), next.encode(), v)
@@ -214,7 +187,7 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 		case metadata.NotApplied:
 			return false, fmt.Errorf("fencing %v to settle an intent: %w", id, err)
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return false, err
 			}
 		}

@@ -17,6 +17,7 @@ type Metrics struct {
 	metaRoundTrips, metaOps           atomic.Int64
 	conflicts, unknownOutcomes        atomic.Int64
 	reads, tailHits, walReads         atomic.Int64
+	genReads, readRetries             atomic.Int64
 	roundNanos                        atomic.Int64
 	roundBuckets                      [len(roundBucketBounds) + 1]atomic.Int64
 }
@@ -27,6 +28,25 @@ var roundBucketBounds = [...]time.Duration{
 	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
 	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
 	100 * time.Millisecond, 250 * time.Millisecond, time.Second,
+}
+
+func (m *Metrics) add(c machineCounters) {
+	if c == (machineCounters{}) {
+		return
+	}
+	add := func(a *atomic.Int64, n int64) {
+		if n != 0 {
+			a.Add(n)
+		}
+	}
+	add(&m.appendsAdmitted, c.admitted)
+	add(&m.appendsCommitted, c.committed)
+	add(&m.appendsFailed, c.failed)
+	add(&m.duplicates, c.duplicates)
+	add(&m.bytesCommitted, c.bytesCommitted)
+	add(&m.conflicts, c.conflicts)
+	add(&m.unknownOutcomes, c.unknowns)
+	add(&m.fenced, c.fenced)
 }
 
 func (m *Metrics) observeRound(d time.Duration) {
@@ -52,7 +72,10 @@ type Stats struct {
 	MetadataRoundTrips, MetadataOps int64
 	Conflicts, UnknownOutcomes      int64
 	Reads, TailHits, WALReads       int64
-	OwnedStreams                    int
+	// GenerationReads counts parts read from generation objects;
+	// ReadRetries reads that resolved again after GC moved a source.
+	GenerationReads, ReadRetries int64
+	OwnedStreams                 int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
 	// CommitRoundBounds, last bucket unbounded).
@@ -73,6 +96,7 @@ func (c *Core) Stats() Stats {
 		MetadataRoundTrips: m.metaRoundTrips.Load(), MetadataOps: m.metaOps.Load(),
 		Conflicts: m.conflicts.Load(), UnknownOutcomes: m.unknownOutcomes.Load(),
 		Reads: m.reads.Load(), TailHits: m.tailHits.Load(), WALReads: m.walReads.Load(),
+		GenerationReads: m.genReads.Load(), ReadRetries: m.readRetries.Load(),
 		CommitRoundSeconds: float64(m.roundNanos.Load()) / 1e9,
 		CommitRoundBounds:  roundBucketBounds[:],
 	}

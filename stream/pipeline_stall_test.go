@@ -44,14 +44,15 @@ func TestDeepPipelineNeverStalls(t *testing.T) {
 			if err != nil {
 				o := c.owner(info.ID)
 				o.mu.Lock()
-				st := fmt.Sprintf("queue=%d head.End=%d pending=%d toIndex=%d confirmed=%d unsettled=%v fatal=%v", len(o.queue), o.head.End, len(o.head.Pending), len(o.toIndex), o.confirmedThrough, o.unsettled != nil, o.fatal)
-				if len(o.queue) > 0 {
-					st += fmt.Sprintf(" first op start=%d wal=%d sent=%v", o.queue[0].run.Start, o.queue[0].walState.Load(), o.queue[0].sent)
+				m := o.m
+				st := fmt.Sprintf("queue=%d head.End=%d pending=%d toIndex=%d confirmed=%d unsettled=%v fatal=%v", len(m.queue), m.head.End, len(m.head.Pending), len(m.toIndex), m.confirmedThrough, m.unsettled != nil, m.fatal)
+				if len(m.queue) > 0 {
+					st += fmt.Sprintf(" first op start=%d wal=%d sent=%v", m.queue[0].run.Start, m.queue[0].walState, m.queue[0].sent)
 				}
 				o.mu.Unlock()
 				cm := c.committer
 				cm.mu.Lock()
-				_, dirty := cm.dirty[o]
+				dirty := o.kicked
 				cm.mu.Unlock()
 				t.Fatalf("round %d append %d stuck after %v: %v; owner %s dirty=%v", round, i, time.Since(t0), err, st, dirty)
 			}

@@ -16,7 +16,18 @@ func writerIDOf(tag string) string {
 	return tag
 }
 
-// AcquireSession implements Storage.
+// acquireVerdict is what AcquireSession does after reading the head.
+type acquireVerdict uint8
+
+const (
+	acquireRefuse   acquireVerdict = iota + 1 // return err
+	acquireOurs                               // our own earlier CAS applied: install the stored head
+	acquireTakeOver                           // CAS next over the stored version
+)
+
+// decideAcquire applies the takeover rules to the stored head h. It is the
+// whole decision of AcquireSession: pure, so the simulator and the blocking
+// driver below share it.
 //
 // Takeover rules, checked against the session stored in the head:
 //   - a lower AuthorityEpoch than the stored one is refused (ErrFenced);
@@ -29,6 +40,35 @@ func writerIDOf(tag string) string {
 // Taking over bumps the epoch in the head by CAS, which fences the previous
 // writer: its next head CAS fails on the version and, re-reading, it finds
 // a session that is not its own.
+func decideAcquire(h *head, id ID, opts SessionOptions, token uint64, writerTag string, ttlMs, nowMs int64) (acquireVerdict, *head, error) {
+	if h.State == StateDeleted || h.State == StateDeleting {
+		return acquireRefuse, nil, fmt.Errorf("%w: %v", ErrStreamNotFound, id)
+	}
+	if h.Session.Token == token {
+		return acquireOurs, h, nil
+	}
+	cur := h.Session
+	live := cur.Writer != "" && nowMs < cur.ExpiresMs
+	switch {
+	case opts.AuthorityEpoch > 0 && opts.AuthorityEpoch < cur.Authority:
+		return acquireRefuse, nil, fmt.Errorf("%w: authority epoch %d is below the stream's %d", ErrFenced, opts.AuthorityEpoch, cur.Authority)
+	case opts.AuthorityEpoch > cur.Authority, cur.Writer == "", writerIDOf(cur.Writer) == opts.WriterID:
+	case live:
+		return acquireRefuse, nil, fmt.Errorf("%w: %q holds it until %s", ErrSessionBusy, writerIDOf(cur.Writer),
+			time.UnixMilli(cur.ExpiresMs).UTC().Format(time.RFC3339))
+	case !opts.StealExpired:
+		return acquireRefuse, nil, fmt.Errorf("%w: expired session of %q (set StealExpired to take over)", ErrSessionBusy, writerIDOf(cur.Writer))
+	}
+	next := h.clone()
+	next.Session = sessionRecord{
+		Epoch: cur.Epoch + 1, Token: token, Writer: writerTag,
+		Authority: max(cur.Authority, opts.AuthorityEpoch), ExpiresMs: nowMs + ttlMs,
+	}
+	next.Commits = 0
+	return acquireTakeOver, next, nil
+}
+
+// AcquireSession implements Storage (rules: decideAcquire).
 func (c *Core) AcquireSession(ctx context.Context, id ID, opts SessionOptions) (Session, error) {
 	if opts.WriterID == "" {
 		opts.WriterID = c.cfg.WriterID
@@ -44,46 +84,23 @@ func (c *Core) AcquireSession(ctx context.Context, id ID, opts SessionOptions) (
 		return Session{}, ErrClosed
 	}
 	if o := c.owner(id); o != nil {
-		o.mu.Lock()
-		same := o.fatal == nil && o.writerID == opts.WriterID && opts.AuthorityEpoch <= o.head.Session.Authority
-		sess := o.sess
-		o.mu.Unlock()
-		if same {
+		if sess, same := o.session(opts.WriterID, opts.AuthorityEpoch); same {
 			return sess, nil
 		}
 	}
-	token := randomUint64()
+	token := c.random()
 	for {
 		h, v, err := c.readHead(ctx, id)
 		if err != nil {
 			return Session{}, err
 		}
-		if h.State == StateDeleted || h.State == StateDeleting {
-			return Session{}, fmt.Errorf("%w: %v", ErrStreamNotFound, id)
-		}
-		if h.Session.Token == token {
-			// Our own CAS from an earlier iteration applied after all.
+		verdict, next, err := decideAcquire(h, id, opts, token, c.writerTag(opts.WriterID), ttl.Milliseconds(), c.nowMs())
+		switch verdict {
+		case acquireRefuse:
+			return Session{}, err
+		case acquireOurs:
 			return c.installOwner(h, v, opts.WriterID)
 		}
-		cur := h.Session
-		now := c.nowMs()
-		live := cur.Writer != "" && now < cur.ExpiresMs
-		switch {
-		case opts.AuthorityEpoch > 0 && opts.AuthorityEpoch < cur.Authority:
-			return Session{}, fmt.Errorf("%w: authority epoch %d is below the stream's %d", ErrFenced, opts.AuthorityEpoch, cur.Authority)
-		case opts.AuthorityEpoch > cur.Authority, cur.Writer == "", writerIDOf(cur.Writer) == opts.WriterID:
-		case live:
-			return Session{}, fmt.Errorf("%w: %q holds it until %s", ErrSessionBusy, writerIDOf(cur.Writer),
-				time.UnixMilli(cur.ExpiresMs).UTC().Format(time.RFC3339))
-		case !opts.StealExpired:
-			return Session{}, fmt.Errorf("%w: expired session of %q (set StealExpired to take over)", ErrSessionBusy, writerIDOf(cur.Writer))
-		}
-		next := h.clone()
-		next.Session = sessionRecord{
-			Epoch: cur.Epoch + 1, Token: token, Writer: c.writerTag(opts.WriterID),
-			Authority: max(cur.Authority, opts.AuthorityEpoch), ExpiresMs: now + ttl.Milliseconds(),
-		}
-		next.Commits = 0
 		nv, err := c.meta.Put(ctx, headKey(id), next.encode(), v)
 		switch metadata.Classify(err) {
 		case metadata.Applied:
@@ -93,7 +110,7 @@ func (c *Core) AcquireSession(ctx context.Context, id ID, opts SessionOptions) (
 		case metadata.NotApplied:
 			return Session{}, err
 		default:
-			if err := sleepCtx(ctx, unknownBackoff); err != nil {
+			if err := c.rt.sleep(ctx, unknownBackoff); err != nil {
 				return Session{}, fmt.Errorf("acquiring session on %v: outcome unknown: %w", id, err)
 			}
 		}
@@ -117,9 +134,8 @@ func (c *Core) installOwner(h *head, v metadata.Version, writerID string) (Sessi
 	c.tail.resetIfNotContiguous(h.ID, h.End)
 	c.watch.local(h.ID)
 	c.metrics.sessionsAcquired.Add(1)
-	if len(o.toIndex) > 0 {
-		c.committer.kick(o)
-	}
+	o.mu.Lock()
+	o.flushLocked() // publish the index entries the head still lists as pending
 	return sess, nil
 }
 
@@ -128,7 +144,10 @@ func (c *Core) installOwner(h *head, v metadata.Version, writerID string) (Sessi
 // without waiting for expiry.
 func (c *Core) ReleaseSession(ctx context.Context, s Session) error {
 	o := c.owner(s.Stream)
-	if o == nil || o.sess.Token != s.Token {
+	if o == nil {
+		return fmt.Errorf("%w: session epoch %d is not held by this process", ErrFenced, s.Epoch)
+	}
+	if held, _ := o.session("", 0); held.Token != s.Token {
 		return fmt.Errorf("%w: session epoch %d is not held by this process", ErrFenced, s.Epoch)
 	}
 	o.drain(ctx)

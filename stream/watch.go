@@ -32,7 +32,7 @@ func (w *headWatch) channel(ctx context.Context, id ID) (<-chan struct{}, error)
 			return nil, err
 		}
 		w.started, w.cancel = true, cancel
-		go w.loop(events)
+		w.c.rt.goFunc(func() { w.loop(events) })
 	}
 	ch := w.chans[id]
 	if ch == nil {

@@ -85,7 +85,9 @@ type Config struct {
 	// WriterID names this broker as the writer of partition streams
 	// (default "kafka-broker"). Brokers sharing streams need distinct ids.
 	WriterID string
-	// SessionTTL is the append session lifetime (default 30s).
+	// SessionTTL is the append session lifetime; 0 (the default) leaves it
+	// to the stream core (stream.Config.SessionTTL, `nereus serve
+	// --session-ttl`, default 30s), so one setting governs every protocol.
 	SessionTTL time.Duration
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -122,9 +124,6 @@ type Store struct {
 func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error) {
 	if cfg.WriterID == "" {
 		cfg.WriterID = "kafka-broker"
-	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

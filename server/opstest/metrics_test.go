@@ -29,7 +29,12 @@ var families = map[string][]string{
 		"nereus_stream_metadata_ops_total", "nereus_stream_cas_conflicts_total", "nereus_stream_cas_unknown_total",
 		"nereus_stream_fenced_total", "nereus_stream_sessions_acquired_total", "nereus_stream_reads_total",
 		"nereus_stream_tail_cache_hits_total", "nereus_stream_wal_reads_total", "nereus_stream_owned_streams",
-		"nereus_stream_commit_round_seconds"},
+		"nereus_stream_commit_round_seconds", "nereus_stream_generation_reads_total", "nereus_stream_read_retries_total"},
+	"lifecycle": {"nereus_lifecycle_generations_published_total", "nereus_lifecycle_materialized_bytes_total",
+		"nereus_lifecycle_materialize_failures_total", "nereus_lifecycle_materialize_seconds_total",
+		"nereus_lifecycle_materialize_lag_bytes", "nereus_lifecycle_materialize_lag_seconds", "nereus_lifecycle_retention_trims_total",
+		"nereus_gc_passes_total", "nereus_gc_errors_total", "nereus_gc_deleted_total", "nereus_gc_deleted_bytes_total",
+		"nereus_gc_pending_units", "nereus_gc_pending_bytes"},
 	"per stream": {"nereus_streams", "nereus_stream_metrics_truncated", "nereus_stream_start_offset",
 		"nereus_stream_end_offset", "nereus_stream_retained_offsets", "nereus_stream_size_bytes"},
 	"object wal": {"nereus_wal_producer_records_total", "nereus_wal_producer_bytes_total",
@@ -42,7 +47,8 @@ var families = map[string][]string{
 		"nereus_objectstore_read_bytes_total", "nereus_objectstore_written_bytes_total"},
 	"kafka": {"nereus_kafka_requests_total", "nereus_kafka_request_duration_seconds", "nereus_kafka_produced_records_total",
 		"nereus_kafka_produced_bytes_total", "nereus_kafka_fetched_bytes_total", "nereus_kafka_offset_commits_total",
-		"nereus_kafka_connections_opened_total"},
+		"nereus_kafka_connections_opened_total", "nereus_kafka_consumergroup_lag", "nereus_kafka_consumergroup_current_offset",
+		"nereus_kafka_consumergroup_lag_sum"},
 	"pulsar": {"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_msg_backlog",
 		"pulsar_storage_size", "pulsar_subscription_back_log", "pulsar_producers_count", "pulsar_subscriptions_count"},
 }
@@ -104,6 +110,9 @@ func TestMetricsFamilies(t *testing.T) {
 	}
 	if v := counterSum(fams, "nereus_objectstore_operations_total", "operation", "put"); v < 1 {
 		t.Errorf("no object store PUT counted after appends (%v)", v)
+	}
+	if v, want := gauge(fams, "nereus_kafka_consumergroup_lag_sum", map[string]string{"group": kafkaGroup}), kafkaLag(t); v != float64(want) {
+		t.Errorf("nereus_kafka_consumergroup_lag_sum{group=%q} = %v, want %d (ListOffsets - OffsetFetch)", kafkaGroup, v, want)
 	}
 	if v := counterSum(fams, "nereus_kafka_produced_records_total"); v < kafkaRecords {
 		t.Errorf("nereus_kafka_produced_records_total = %v, want >= %d", v, kafkaRecords)

@@ -116,7 +116,11 @@ func (s *Storage) Describe(ctx context.Context, id stream.ID) (stream.Info, erro
 	if err != nil {
 		return stream.Info{}, err
 	}
-	return copyInfo(st.info), nil
+	info := copyInfo(st.info)
+	for _, e := range st.entries {
+		info.RetainedBytes += int64(len(e.Payload))
+	}
+	return info, nil
 }
 
 // List implements stream.Storage.

@@ -1,0 +1,986 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/internal/dedup"
+	"github.com/nereusstream/nereus-go/stream/provider"
+)
+
+// commitMachine holds every commit decision of one stream whose append
+// session this process holds, in the shape of etcd raft's RawNode: events
+// go in through its methods (append admitted, WAL write done, the results
+// of the metadata operations it asked for, an index probe result, a
+// failure, the current time), and effects come out in a commitReady that
+// the driver (owner.go, committer.go) takes with takeReady and executes.
+//
+// It has no goroutines, locks, clocks or I/O: time arrives as nowMs
+// arguments, metadata results as values. The same state and the same
+// events always give the same effects, which is what lets the simulator
+// (simulation_test.go) replay any interleaving from a seed. The driver
+// serialises calls (one lock per stream); the machine is not thread-safe.
+//
+// Offsets are assigned at admission ("projected" state) so WAL writes of
+// later appends overlap the commit of earlier ones; they become true only
+// when the head CAS that carries them applies. Invariants:
+//   - queue holds admitted, unresolved appends in offset order; the first
+//     starts at head.End, each starts where the previous ends, and projEnd
+//     is the last one's end (head.End when empty).
+//   - projProducers = head.Producers + the sequences of queue, in order.
+//   - nextCommit never repeats within a session, even after a reset, so a
+//     run's (Epoch, Token, Commit) identity is unique forever.
+//   - at most one head CAS is outstanding (in round or unsettled), and an
+//     unsettled CAS is resolved by re-reading the head before anything else
+//     of this stream is sent: an unknown outcome stays unknown until the
+//     head (and, for a fenced owner, the offset index) proves it.
+type commitMachine struct {
+	id             ID
+	provider       string // provider name recorded in descriptors
+	sync           bool   // ack waits for index publication (OBJECT_WAL_SYNC_OBJECT)
+	genSync        bool   // ack waits for a published generation (BOOKKEEPER_WAL_SYNC_OBJECT)
+	sessionTTLMs   int64
+	maxPendingRuns int
+
+	writerID string
+	sess     Session
+	head     *head
+	version  metadata.Version
+
+	projEnd       int64
+	projCum       int64
+	projProducers *dedup.Table
+	nextCommit    uint64
+
+	queue       []*appendOp
+	mutations   []*mutationOp
+	renewWanted bool // a lease renewal is due (see renewIfDue)
+
+	// round holds the operations handed out by prepareRound, in order,
+	// until stepRound reports their results.
+	round []roundReq
+	// unsettled is a head CAS whose outcome was conflict or unknown; probe
+	// is set while the index scan that settles it runs; retryAtMs holds
+	// back the next settling read after a failed one.
+	unsettled *headCAS
+	probe     *settleProbe
+	retryAtMs int64
+
+	// toIndex holds committed runs whose index entry is not yet confirmed,
+	// in offset order; confirmedThrough is the end of the confirmed prefix.
+	toIndex          []*indexItem
+	confirmedThrough int64
+	syncWaiters      []*appendOp
+	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
+	// acknowledgement waits until head.GenThrough passes their end.
+	genWaiters []*appendOp
+
+	fatal error
+	rd    commitReady
+	spare *commitReady
+}
+
+// WAL write states of an appendOp.
+const (
+	walPending uint8 = iota
+	walDone
+	walAbandoned // failed before the write completed; walDone releases it
+)
+
+type appendOp struct {
+	run      provider.Run
+	bytes    int64
+	minTS    int64
+	maxTS    int64
+	seq      *ProducerSequence
+	future   *AppendFuture
+	dupOf    []*AppendFuture // duplicates waiting for this op's outcome
+	walState uint8
+	target   provider.Target
+	walErr   error
+	sent     bool
+}
+
+type mutationOp struct {
+	m    mutation
+	done chan struct{}
+	head *head
+	err  error
+}
+
+type indexItem struct {
+	d         descriptor
+	confirmed bool
+	addedMs   int64 // when the commit was applied (publication batching)
+}
+
+type headCAS struct {
+	next     *head
+	expected metadata.Version
+	ops      []*appendOp
+	desc     descriptor // the commit of ops (when there are any)
+	muts     []*mutationOp
+	renew    bool // the CAS carries a lease renewal
+}
+
+// roundReq is one metadata operation of the current round and what its
+// result settles.
+type roundReq struct {
+	kind  roundKind
+	op    metadata.Op
+	group []*indexItem // roundIndexPut
+	cas   *headCAS     // roundHeadCAS
+}
+
+type roundKind uint8
+
+const (
+	roundHeadCAS roundKind = iota + 1
+	roundIndexPut
+	roundSettleRead
+)
+
+// settleProbe is a settling read that needs the offset index to decide.
+type settleProbe struct {
+	cas     *headCAS
+	fresh   *head
+	version metadata.Version
+	run     runID
+	end     int64
+	// gen: this probe scans the generation index (the WAL entry covering
+	// the run was retired after a generation replaced it).
+	gen bool
+}
+
+// Index publication batching. An OBJECT_WAL_ASYNC_OBJECT stream's commits
+// wait in the head's Pending list (where reads already find them) until
+// indexBatchCommits of them accumulate or the oldest is indexBatchDelay
+// old, and are then published as ONE merged index entry: with many streams
+// each taking one commit per round, an index put per commit would rewrite a
+// metadata page per stream per round. OBJECT_WAL_SYNC_OBJECT streams publish
+// every round, since their acknowledgement waits for it.
+const (
+	indexBatchCommits = 8
+	indexBatchDelayMs = 1000
+)
+
+// compactPendingAt is how many index-confirmed runs a head may carry before
+// a CAS is spent on dropping them alone.
+const compactPendingAt = 32
+
+// unknownBackoffMs spaces settling re-reads while the store does not answer.
+const unknownBackoffMs = int64(unknownBackoff / 1e6)
+
+func newCommitMachine(h *head, v metadata.Version, sess Session, providerName string, ttlMs int64, maxPendingRuns int) *commitMachine {
+	m := &commitMachine{
+		id: h.ID, provider: providerName, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
+		sessionTTLMs: ttlMs, maxPendingRuns: maxPendingRuns,
+		writerID: sess.WriterID, sess: sess, head: h, version: v,
+		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
+		nextCommit: h.Commits + 1, confirmedThrough: h.IndexedThrough,
+		spare: &commitReady{},
+	}
+	for _, d := range h.Pending {
+		m.toIndex = append(m.toIndex, &indexItem{d: d})
+	}
+	if len(m.toIndex) > 0 {
+		m.rd.kick = true
+	}
+	return m
+}
+
+// takeReady hands the accumulated effects to the driver (nil when there
+// are none). The driver gives the batch back with recycleReady once it has
+// executed it, so steady-state operation allocates no effect buffers.
+func (m *commitMachine) takeReady() *commitReady {
+	if m.rd.empty() {
+		return nil
+	}
+	out := m.spare
+	if out == nil {
+		out = &commitReady{}
+	}
+	m.spare = nil
+	*out, m.rd = m.rd, *out
+	return out
+}
+
+func (m *commitMachine) recycleReady(r *commitReady) {
+	r.reset()
+	if m.spare == nil {
+		m.spare = r
+	}
+}
+
+// idle reports whether every admitted append has resolved.
+func (m *commitMachine) idle() bool { return len(m.queue) == 0 }
+
+func (m *commitMachine) logf(level slog.Level, msg string, args ...any) {
+	m.rd.logs = append(m.rd.logs, logLine{level: level, msg: msg, args: append([]any{"stream", m.id}, args...)})
+}
+
+// ---- Admission ----
+
+// admit validates an append against the projected state, deduplicates it,
+// assigns its offsets and asks for its WAL write; or resolves it at once.
+func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
+	switch {
+	case m.fatal != nil:
+		m.resolve(f, AppendResult{}, m.fatal)
+		return
+	case s.Token != m.sess.Token || s.Epoch != m.sess.Epoch:
+		m.resolve(f, AppendResult{}, fmt.Errorf("%w: session epoch %d is not the current one (%d)", ErrFenced, s.Epoch, m.sess.Epoch))
+		return
+	case m.head.State == StateSealed:
+		m.resolve(f, AppendResult{}, ErrStreamSealed)
+		return
+	case m.head.State != StateActive:
+		m.resolve(f, AppendResult{}, fmt.Errorf("%w: %v", ErrStreamNotFound, m.id))
+		return
+	case req.ExpectedStart >= 0 && req.ExpectedStart != m.projEnd:
+		m.resolve(f, AppendResult{}, fmt.Errorf("%w: expected %d, next offset is %d", ErrOffsetConflict, req.ExpectedStart, m.projEnd))
+		return
+	}
+	var count, bytes int64
+	minTS, maxTS := int64(1<<63-1), int64(-1<<63)
+	entries := make([]provider.Entry, len(req.Entries))
+	for i, e := range req.Entries {
+		count += int64(e.RecordCount)
+		bytes += int64(len(e.Payload))
+		minTS, maxTS = min(minTS, e.Timestamp), max(maxTS, e.Timestamp)
+		entries[i] = provider.Entry{Payload: e.Payload, RecordCount: e.RecordCount, Timestamp: e.Timestamp}
+	}
+	start := m.projEnd
+	if q := req.Sequence; q != nil {
+		verdict, orig := m.projProducers.Check(dedup.Mode(q.Mode), q.Producer, q.Epoch, q.FirstSeq, q.LastSeq)
+		switch verdict {
+		case dedup.Duplicate:
+			m.rd.counters.duplicates++
+			if orig.End <= m.head.End {
+				m.resolve(f, AppendResult{Start: orig.Start, End: orig.End, Duplicate: true}, nil)
+				return
+			}
+			for _, op := range m.queue {
+				if op.run.Start == orig.Start {
+					op.dupOf = append(op.dupOf, f)
+					return
+				}
+			}
+			m.resolve(f, AppendResult{Start: orig.Start, End: orig.End, Duplicate: true}, nil)
+			return
+		case dedup.OutOfOrder:
+			m.resolve(f, AppendResult{}, ErrOutOfOrderSequence)
+			return
+		case dedup.Fenced:
+			m.resolve(f, AppendResult{}, ErrProducerFenced)
+			return
+		case dedup.Unknown:
+			m.resolve(f, AppendResult{}, ErrUnknownProducer)
+			return
+		}
+		if plantedBug != bugDedupNotProjected {
+			m.projProducers.Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: start, End: start + count})
+		}
+	}
+	op := &appendOp{
+		run:   provider.Run{Stream: uint64(m.id), Epoch: m.sess.Epoch, Token: m.sess.Token, Commit: m.nextCommit, Start: start, Entries: entries},
+		bytes: bytes, minTS: minTS, maxTS: maxTS, seq: req.Sequence, future: f,
+	}
+	m.nextCommit++
+	m.projEnd = start + count
+	m.projCum += bytes
+	m.queue = append(m.queue, op)
+	m.rd.counters.admitted++
+	m.rd.writes = append(m.rd.writes, op)
+}
+
+// walDone reports op's WAL write outcome. An error (failed, or outcome
+// unknown: the provider could not say whether the bytes landed) means the
+// run is never CASed, so it is definitely not committed.
+func (m *commitMachine) walDone(op *appendOp, t provider.Target, err error) {
+	switch op.walState {
+	case walPending:
+		op.walState, op.target, op.walErr = walDone, t, err
+		m.rd.kick = true
+		if plantedBug == bugAckBeforeHeadCAS && err == nil {
+			m.resolve(op.future, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+			op.future = nil
+		}
+	case walAbandoned:
+		// The append was failed before its WAL write finished: the bytes
+		// can never be committed.
+		if err == nil {
+			m.rd.releases = append(m.rd.releases, release{target: t, committed: false})
+		}
+	}
+}
+
+// ---- Outcomes ----
+
+// resolve settles an append's future (and any duplicates waiting on it).
+func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
+	if f == nil {
+		return // already resolved (only by a planted bug)
+	}
+	m.rd.resolves = append(m.rd.resolves, resolution{future: f, result: r, err: err})
+}
+
+func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
+	m.resolve(op.future, r, err)
+	for _, f := range op.dupOf {
+		if err != nil {
+			m.resolve(f, AppendResult{}, err)
+		} else {
+			m.resolve(f, AppendResult{Start: r.Start, End: r.End, Duplicate: true}, nil)
+		}
+	}
+}
+
+func (m *commitMachine) finishMutation(mo *mutationOp, h *head, err error) {
+	mo.head, mo.err = h, err
+	m.rd.mutDone = append(m.rd.mutDone, mo)
+}
+
+// failQueueFrom fails queue[i:] (never committed: their CAS was never
+// applied) and rewinds the projected state to the remaining prefix.
+func (m *commitMachine) failQueueFrom(i int, err error) {
+	for _, op := range m.queue[i:] {
+		switch op.walState {
+		case walPending:
+			op.walState = walAbandoned
+		case walDone:
+			if op.walErr == nil {
+				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+			}
+		}
+		m.resolveOp(op, AppendResult{}, err)
+		m.rd.counters.failed++
+	}
+	clear(m.queue[i:])
+	m.queue = m.queue[:i]
+	m.rebuildProjection()
+}
+
+func (m *commitMachine) rebuildProjection() {
+	m.projEnd = m.head.End
+	m.projCum = m.head.CommittedBytes
+	m.projProducers = m.head.Producers.Clone()
+	for _, op := range m.queue {
+		m.projEnd = op.run.End()
+		m.projCum += op.bytes
+		if q := op.seq; q != nil {
+			m.projProducers.Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: op.run.Start, End: op.run.End()})
+		}
+	}
+}
+
+// fail makes the machine permanently unusable (fenced, deleted, released)
+// and fails everything queued. Appends already sent in an outstanding CAS
+// stay queued until that CAS is settled.
+func (m *commitMachine) fail(err error) {
+	if m.fatal == nil {
+		m.fatal = err
+	}
+	keep := 0
+	for keep < len(m.queue) && m.queue[keep].sent {
+		keep++
+	}
+	m.failQueueFrom(keep, err)
+	for _, mo := range m.mutations {
+		m.finishMutation(mo, nil, errOwnerGone)
+	}
+	m.mutations = nil
+	for _, op := range m.syncWaiters {
+		// Committed; only the index wait is abandoned.
+		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+	}
+	m.syncWaiters = nil
+	for _, op := range m.genWaiters {
+		// Committed and durable in the WAL; the next owner materializes it.
+		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+	}
+	m.genWaiters = nil
+	m.rd.headChanged = true
+}
+
+// closeNow settles everything when the core stops: a CAS whose outcome is
+// still unknown leaves its appends maybe-committed (their WAL targets stay
+// unreleased, so the next incarnation's Recover settles them for good).
+func (m *commitMachine) closeNow() {
+	if cas := m.unsettled; cas != nil {
+		for _, op := range cas.ops {
+			m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: storage closed before the commit was settled", ErrCommitUnknown))
+		}
+		n := len(cas.ops)
+		clear(m.queue[:n])
+		m.queue = m.queue[n:]
+		m.unsettled, m.probe = nil, nil
+	}
+	m.fail(ErrClosed)
+}
+
+// mutate queues a head mutation behind the appends already admitted.
+func (m *commitMachine) mutate(mo *mutationOp) bool {
+	if m.fatal != nil {
+		return false
+	}
+	m.mutations = append(m.mutations, mo)
+	m.rd.kick = true
+	return true
+}
+
+// renewIfDue asks for a lease renewal when less than two thirds of the
+// session TTL is left.
+func (m *commitMachine) renewIfDue(nowMs int64) {
+	if m.fatal == nil && m.head.Session.ExpiresMs > 0 && m.head.Session.ExpiresMs-nowMs < m.sessionTTLMs*2/3 {
+		m.renewWanted = true
+		m.rd.kick = true
+	}
+}
+
+// ---- The commit round ----
+
+// prepareRound appends this stream's metadata operations for the next
+// commit round (at most one per key). Their results must come back through
+// stepRound, in the same order, before prepareRound is called again.
+func (m *commitMachine) prepareRound(ops []metadata.Op, nowMs int64) []metadata.Op {
+	if len(m.round) != 0 {
+		panic("nereus/stream: commit round prepared twice")
+	}
+	if m.unsettled != nil {
+		if m.probe != nil {
+			return ops // the index probe decides next
+		}
+		if nowMs < m.retryAtMs {
+			m.wakeAt(m.retryAtMs)
+			return ops
+		}
+		m.round = append(m.round, roundReq{kind: roundSettleRead, op: metadata.Op{Kind: metadata.OpGet, Key: headKey(m.id)}})
+		return append(ops, m.round[0].op)
+	}
+	if m.fatal != nil {
+		return ops
+	}
+	m.prepareIndex(nowMs)
+	m.prepareHead(nowMs)
+	for _, r := range m.round {
+		ops = append(ops, r.op)
+	}
+	return ops
+}
+
+// stepRound reports the results of the operations prepareRound handed out:
+// results[i] for the i-th, or batchErr when the whole round trip failed
+// (then every outcome is unknown).
+func (m *commitMachine) stepRound(results []metadata.Result, batchErr error, nowMs int64) {
+	round := m.round
+	m.round = nil
+	for i, req := range round {
+		var r metadata.Result
+		err := batchErr
+		if batchErr == nil {
+			r, err = results[i], results[i].Err
+		}
+		switch req.kind {
+		case roundHeadCAS:
+			m.onHeadResult(req.cas, r, err, nowMs)
+		case roundIndexPut:
+			m.onIndexResult(req.group, err)
+		case roundSettleRead:
+			m.onSettleRead(r, err, nowMs)
+		}
+	}
+}
+
+func (m *commitMachine) wakeAt(ms int64) {
+	if m.rd.wakeAtMs == 0 || ms < m.rd.wakeAtMs {
+		m.rd.wakeAtMs = ms
+	}
+}
+
+func (m *commitMachine) prepareIndex(nowMs int64) {
+	var pending []*indexItem
+	for _, it := range m.toIndex {
+		if !it.confirmed {
+			pending = append(pending, it)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	if !m.sync && len(pending) < indexBatchCommits && m.fatal == nil && len(m.head.Pending) < m.maxPendingRuns/2 {
+		if due := pending[0].addedMs + indexBatchDelayMs; due > nowMs {
+			m.wakeAt(due)
+			return
+		}
+	}
+	// Merge runs of consecutive commits of one session into one entry.
+	for start := 0; start < len(pending); {
+		end := start + 1
+		for end < len(pending) && mergeable(pending[end-1].d, pending[end].d) {
+			end++
+		}
+		group := pending[start:end]
+		d := mergeDescriptors(group)
+		start = end
+		m.round = append(m.round, roundReq{kind: roundIndexPut, group: group,
+			op: metadata.Op{Kind: metadata.OpPut, Key: indexKey(m.id, d.End), Value: d.encodeIndexRecord(), Expected: metadata.AnyVersion}})
+	}
+}
+
+func (m *commitMachine) onIndexResult(group []*indexItem, err error) {
+	if err != nil {
+		// Unknown or failed: the put is idempotent, so the next round
+		// simply sends it again.
+		m.rd.kick = true
+		return
+	}
+	for _, it := range group {
+		it.confirmed = true
+	}
+	m.advanceIndex()
+}
+
+// mergeable reports whether b directly follows a in offsets and session.
+func mergeable(a, b descriptor) bool {
+	return a.End == b.Start && a.Epoch == b.Epoch && a.Token == b.Token && a.Provider == b.Provider &&
+		a.Generation == b.Generation && a.Commit < b.FirstCommit && len(a.Parts)+len(b.Parts) <= 1024
+}
+
+func mergeDescriptors(group []*indexItem) descriptor {
+	d := group[0].d
+	d.Parts = append([]part(nil), d.Parts...)
+	for _, it := range group[1:] {
+		n := it.d
+		d.End = n.End
+		d.Entries += n.Entries
+		d.Bytes += n.Bytes
+		d.CumBytes = n.CumBytes
+		d.MinTS, d.MaxTS = min(d.MinTS, n.MinTS), max(d.MaxTS, n.MaxTS)
+		d.Commit = n.Commit
+		d.Parts = append(d.Parts, n.Parts...)
+	}
+	return d
+}
+
+// advanceIndex moves confirmedThrough over the confirmed prefix and
+// releases appends that wait for index visibility (the acknowledgement
+// frontier of OBJECT_WAL_SYNC_OBJECT).
+func (m *commitMachine) advanceIndex() {
+	n := 0
+	for n < len(m.toIndex) && m.toIndex[n].confirmed {
+		m.confirmedThrough = max(m.confirmedThrough, m.toIndex[n].d.End)
+		n++
+	}
+	clear(m.toIndex[:n])
+	m.toIndex = m.toIndex[n:]
+	keep := m.syncWaiters[:0]
+	for _, op := range m.syncWaiters {
+		if op.run.End() <= m.confirmedThrough {
+			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+		} else {
+			keep = append(keep, op)
+		}
+	}
+	clear(m.syncWaiters[len(keep):])
+	m.syncWaiters = keep
+	// Confirmed runs leave Pending with the stream's next commit; only a
+	// head carrying many of them gets a CAS of its own. Appends held back
+	// while the index lagged go now.
+	if len(m.queue) > 0 || m.droppablePending() >= compactPendingAt {
+		m.rd.kick = true
+	}
+}
+
+func (m *commitMachine) droppablePending() int {
+	n := 0
+	for _, d := range m.head.Pending {
+		if d.End <= m.confirmedThrough {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *commitMachine) prepareHead(nowMs int64) {
+	// Ready appends: the contiguous prefix whose WAL writes completed.
+	ready := 0
+	for ready < len(m.queue) {
+		op := m.queue[ready]
+		if op.walState != walDone {
+			break
+		}
+		if op.walErr != nil {
+			m.logf(slog.LevelWarn, "WAL write failed; failing it and every later append of the stream",
+				"offset", op.run.Start, "err", op.walErr)
+			m.failQueueFrom(ready, fmt.Errorf("nereus/stream: WAL write failed, not committed: %w", op.walErr))
+			break
+		}
+		ready++
+	}
+	if ready > 0 && len(m.head.Pending) >= m.maxPendingRuns && m.droppablePending() == 0 {
+		// Index publication lags (a commit adds one descriptor to the head
+		// however many runs it carries): hold appends until it catches up;
+		// its confirmation kicks this stream again.
+		ready = 0
+	}
+	dropped := m.droppablePending()
+	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
+		return
+	}
+	next := m.head.clone()
+	if dropped > 0 {
+		kept := next.Pending[:0]
+		for _, d := range next.Pending {
+			if d.End > m.confirmedThrough {
+				kept = append(kept, d)
+			}
+		}
+		next.Pending = kept
+		next.IndexedThrough = max(next.IndexedThrough, m.confirmedThrough)
+	}
+	cas := &headCAS{next: next, expected: m.version}
+	for _, mo := range m.mutations {
+		changed, err := mo.m(next)
+		if err != nil {
+			m.finishMutation(mo, m.head, err)
+			continue
+		}
+		if !changed {
+			m.finishMutation(mo, m.head, nil)
+			continue
+		}
+		cas.muts = append(cas.muts, mo)
+	}
+	m.mutations = nil
+	if m.renewWanted {
+		m.renewWanted = false
+		if exp := nowMs + m.sessionTTLMs; next.Session.Token == m.sess.Token && next.Session.ExpiresMs > 0 &&
+			next.Session.ExpiresMs < exp-m.sessionTTLMs/3 {
+			next.Session.ExpiresMs = exp
+			cas.renew = true
+		}
+	}
+	if ready > 0 && next.State != StateActive {
+		err := ErrStreamSealed
+		if next.State != StateSealed {
+			err = fmt.Errorf("%w: %v", ErrStreamNotFound, m.id)
+		}
+		m.failQueueFrom(0, err)
+		ready = 0
+	}
+	if ready > 0 {
+		// One descriptor for all of this round's runs of the stream.
+		d := descriptor{Start: m.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
+			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider}
+		for _, op := range m.queue[:ready] {
+			op.sent = true
+			d.End = op.run.End()
+			d.Entries += uint32(len(op.run.Entries))
+			d.Bytes += op.bytes
+			d.MinTS, d.MaxTS = min(d.MinTS, op.minTS), max(d.MaxTS, op.maxTS)
+			d.Commit = op.run.Commit
+			d.Parts = append(d.Parts, part{Start: op.run.Start, Target: op.target})
+			if q := op.seq; q != nil {
+				next.ownProducers().Record(q.Producer, q.Epoch, dedup.Batch{FirstSeq: q.FirstSeq, LastSeq: q.LastSeq, Start: op.run.Start, End: op.run.End()})
+			}
+			cas.ops = append(cas.ops, op)
+		}
+		d.CumBytes = next.CommittedBytes + d.Bytes
+		next.Pending = append(next.Pending, d)
+		next.End = d.End
+		next.CommittedBytes = d.CumBytes
+		next.Commits = d.Commit
+		cas.desc = d
+	}
+	if len(cas.ops) == 0 && len(cas.muts) == 0 && dropped == 0 && !cas.renew {
+		return
+	}
+	if len(cas.ops) > 0 {
+		// Committing refreshes the session lease.
+		next.Session.ExpiresMs = max(next.Session.ExpiresMs, nowMs+m.sessionTTLMs)
+	}
+	m.round = append(m.round, roundReq{kind: roundHeadCAS, cas: cas,
+		op: metadata.Op{Kind: metadata.OpPut, Key: headKey(m.id), Value: next.encode(), Expected: m.version}})
+}
+
+// onHeadResult settles the round's head CAS.
+func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error, nowMs int64) {
+	switch metadata.Classify(err) {
+	case metadata.Applied:
+		m.applyCommitted(cas, cas.next, r.Version, nowMs)
+	case metadata.NotApplied:
+		// Rejected before it could apply (e.g. record too large): these
+		// appends are definitely not committed.
+		m.logf(slog.LevelError, "head CAS rejected", "err", err)
+		m.unsend(cas)
+		for _, mo := range cas.muts {
+			m.finishMutation(mo, m.head, err)
+		}
+		m.failQueueFrom(0, fmt.Errorf("nereus/stream: commit rejected, not committed: %w", err))
+	default:
+		// Conflict or unknown: settle by re-reading before anything else.
+		if metadata.Classify(err) == metadata.Unknown {
+			m.rd.counters.unknowns++
+		} else {
+			m.rd.counters.conflicts++
+		}
+		switch plantedBug {
+		case bugUnknownIsFailure:
+			m.unsend(cas)
+			m.failQueueFrom(0, fmt.Errorf("planted bug: unknown CAS treated as failed: %w", err))
+			return
+		case bugUnknownIsApplied:
+			m.applyCommitted(cas, cas.next, m.version, nowMs)
+			return
+		case bugReleaseUnknown:
+			for _, op := range cas.ops {
+				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+			}
+		}
+		m.unsettled = cas
+		m.rd.kick = true
+	}
+}
+
+// applyCommitted makes a settled-as-applied CAS the stream's truth.
+// committed is the head now known to be stored (the CAS's own value, or a
+// fresher read that includes it) at version v.
+func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata.Version, nowMs int64) {
+	m.head, m.version = committed, v
+	if n := len(cas.ops); n > 0 {
+		clear(m.queue[:n])
+		m.queue = m.queue[n:]
+		m.toIndex = append(m.toIndex, &indexItem{d: cas.desc, addedMs: nowMs})
+	}
+	for _, op := range cas.ops {
+		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
+		m.rd.releases = append(m.rd.releases, release{target: op.target, committed: true})
+		m.rd.counters.committed++
+		m.rd.counters.bytesCommitted += op.bytes
+		// A failed machine publishes no more index entries (the next owner
+		// does), so its appends stop waiting for them, as in fail.
+		if m.sync && m.fatal == nil && plantedBug != bugSyncAckBeforeIndex {
+			m.syncWaiters = append(m.syncWaiters, op)
+		} else if m.genSync && m.fatal == nil {
+			m.genWaiters = append(m.genWaiters, op)
+		} else {
+			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+		}
+	}
+	for _, mo := range cas.muts {
+		m.finishMutation(mo, committed, nil)
+	}
+	m.releaseGenWaiters()
+	m.rd.headChanged = true
+	m.rd.kick = true // publish the index entries, pick up more work
+}
+
+// releaseGenWaiters acknowledges BOOKKEEPER_WAL_SYNC_OBJECT appends that a
+// published generation now covers, and asks for materialization of the
+// rest.
+func (m *commitMachine) releaseGenWaiters() {
+	if len(m.genWaiters) == 0 {
+		return
+	}
+	keep := m.genWaiters[:0]
+	for _, op := range m.genWaiters {
+		if op.run.End() <= m.head.GenThrough {
+			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+		} else {
+			keep = append(keep, op)
+		}
+	}
+	clear(m.genWaiters[len(keep):])
+	m.genWaiters = keep
+	if len(keep) > 0 {
+		m.rd.materialize = true
+	}
+}
+
+// unsend returns a CAS's appends to the not-yet-sent state.
+func (m *commitMachine) unsend(cas *headCAS) {
+	for _, op := range cas.ops {
+		op.sent = false
+	}
+}
+
+// retryLater holds the next settling read back for unknownBackoff: the
+// store did not answer, and the proof must be read again.
+func (m *commitMachine) retryLater(nowMs int64) {
+	m.retryAtMs = nowMs + unknownBackoffMs
+	m.wakeAt(m.retryAtMs)
+}
+
+// onSettleRead resolves an unsettled CAS from a fresh read of the head.
+//
+// The proof that our CAS applied: if the stored session is still ours,
+// nobody but us can have advanced Commits, so Commits >= our last run's
+// number means applied. If the session moved on (we were fenced), our runs
+// are committed exactly if their descriptors — identified by (epoch, token,
+// commit) — are in the head's Pending list or in the offset index: a run
+// leaves Pending only after its index entry was confirmed. Looking in the
+// index is a probe effect; until its answer arrives the outcome stays
+// unknown.
+func (m *commitMachine) onSettleRead(r metadata.Result, err error, nowMs int64) {
+	cas := m.unsettled
+	if cas == nil {
+		return
+	}
+	if err != nil {
+		if errors.Is(err, metadata.ErrKeyNotFound) {
+			m.unsettled = nil
+			m.unsend(cas)
+			m.fail(fmt.Errorf("%w: %v disappeared", ErrStreamNotFound, m.id))
+			return
+		}
+		m.retryLater(nowMs)
+		return
+	}
+	fresh, derr := decodeHead(r.Record.Value)
+	if derr != nil {
+		m.logf(slog.LevelError, "stored head is corrupt", "err", derr)
+		m.retryLater(nowMs)
+		return
+	}
+	ours := fresh.Session.Token == m.sess.Token && fresh.Session.Epoch == m.sess.Epoch
+	applied := false
+	if len(cas.ops) > 0 {
+		last := cas.ops[len(cas.ops)-1].run
+		id := runID{Epoch: last.Epoch, Token: last.Token, Commit: last.Commit}
+		if ours {
+			applied = fresh.Commits >= last.Commit
+		} else {
+			var settled bool
+			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
+				// Only the offset index can prove it now.
+				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id, end: last.End()}
+				m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
+				return
+			}
+		}
+	}
+	m.settle(cas, fresh, r.Record.Version, ours, applied, nowMs)
+}
+
+// probeResult reports the index scan a settling read asked for: the first
+// index entry at or after the run's end, or the error that kept the scan
+// from answering. A failed scan proves nothing, so the outcome stays
+// unknown and the head is read again after a backoff.
+func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int64) {
+	p := m.probe
+	if p == nil || m.unsettled != p.cas {
+		return
+	}
+	m.probe = nil
+	if err != nil && plantedBug != bugProbeErrorIsNotCommitted {
+		m.retryLater(nowMs)
+		m.rd.kick = true
+		return
+	}
+	found, covered := false, false
+	if err == nil && len(recs) > 0 {
+		d, derr := decodeIndexRecord(recs[0].Value)
+		if derr != nil {
+			// Corrupt proof stays corrupt: report the appends as
+			// maybe-committed and keep their WAL targets for the next
+			// incarnation's Recover rather than guess.
+			m.logf(slog.LevelError, "offset index entry is corrupt; commit outcome left unknown", "err", derr)
+			for _, op := range p.cas.ops {
+				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: the offset index entry that would prove it is corrupt", ErrCommitUnknown))
+			}
+			n := len(p.cas.ops)
+			clear(m.queue[:n])
+			m.queue = m.queue[n:]
+			m.unsettled = nil
+			m.head, m.version = p.fresh, p.version
+			m.fence(p.fresh)
+			return
+		}
+		found, covered = d.contains(p.run), d.Start < p.end
+	}
+	if !covered && plantedBug != bugProbeErrorIsNotCommitted {
+		// No entry covers the run's last offset: GC retired it. A
+		// generation serving the range carries its lineage; below the
+		// start offset the evidence is gone for good.
+		if !p.gen && p.end <= p.fresh.GenThrough {
+			p.gen = true
+			m.probe = p
+			m.rd.probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
+			return
+		}
+		if p.end <= p.fresh.Start {
+			m.logf(slog.LevelWarn, "the run was trimmed and its commit evidence collected; outcome left unknown")
+			for _, op := range p.cas.ops {
+				// Trimmed either way, so its bytes are garbage either way.
+				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, errTrimmedEvidence))
+			}
+			n := len(p.cas.ops)
+			clear(m.queue[:n])
+			m.queue = m.queue[n:]
+			m.unsettled = nil
+			m.head, m.version = p.fresh, p.version
+			m.fence(p.fresh)
+			return
+		}
+	}
+	m.settle(p.cas, p.fresh, p.version, false, found, nowMs)
+}
+
+// settle finishes an unsettled CAS once its outcome is proven.
+func (m *commitMachine) settle(cas *headCAS, fresh *head, v metadata.Version, ours, applied bool, nowMs int64) {
+	m.unsettled = nil
+	if applied {
+		m.applyCommitted(cas, fresh, v, nowMs)
+		// Mutations in the same CAS were applied too, but re-running an
+		// idempotent mutation is harmless and settles its caller.
+		if !ours {
+			m.fence(fresh)
+		}
+		return
+	}
+	m.unsend(cas)
+	if !ours {
+		for _, mo := range cas.muts {
+			m.finishMutation(mo, nil, errOwnerGone)
+		}
+		m.head, m.version = fresh, v
+		m.fence(fresh)
+		return
+	}
+	if m.fatal != nil {
+		// Failed while the CAS was outstanding: nothing more is sent, so
+		// the appends it carried are definitely not committed now.
+		for _, mo := range cas.muts {
+			m.finishMutation(mo, nil, errOwnerGone)
+		}
+		m.head, m.version = fresh, v
+		m.fail(m.fatal)
+		return
+	}
+	if fresh.End != m.head.End || fresh.Commits != m.head.Commits {
+		// Only this session moves End; anything else is a broken invariant.
+		m.logf(slog.LevelError, "head advanced under our session by someone else",
+			"ourEnd", m.head.End, "storedEnd", fresh.End)
+		m.head, m.version = fresh, v
+		m.fail(fmt.Errorf("nereus/stream: invariant violated on %v: head moved under our session", m.id))
+		return
+	}
+	// Not applied, still ours: someone else changed the head (trim, seal,
+	// retention from another process). Adopt it and retry next round.
+	m.head, m.version = fresh, v
+	m.mutations = append(cas.muts, m.mutations...)
+	if cas.renew {
+		m.renewWanted = true
+	}
+	m.rd.kick = true
+}
+
+func (m *commitMachine) fence(fresh *head) {
+	m.rd.counters.fenced++
+	m.fail(fmt.Errorf("%w: stream %v now has session epoch %d", ErrFenced, m.id, fresh.Session.Epoch))
+	m.rd.drop = true
+}

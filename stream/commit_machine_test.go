@@ -1,0 +1,142 @@
+package stream
+
+import (
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
+	"testing"
+
+	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/provider"
+)
+
+// TestCommitMachineIsPure: the machine's files import nothing that reads a
+// clock, starts work, locks or does I/O, and start no goroutines.
+func TestCommitMachineIsPure(t *testing.T) {
+	forbidden := map[string]bool{"sync": true, "sync/atomic": true, "time": true, "context": true, "os": true, "net": true}
+	fset := token.NewFileSet()
+	for _, name := range []string{"commit_machine.go", "commit_ready.go"} {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if forbidden[p] {
+				t.Errorf("%s imports %q", name, p)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: go statement at %v", name, fset.Position(g.Pos()))
+			}
+			return true
+		})
+	}
+}
+
+// machineWithCommittedRoundUnknown builds a machine that sent one append's
+// head CAS and got an unknown outcome back, then read a head showing that
+// another session took over and indexed past the append: only the offset
+// index can say whether it committed.
+func machineWithFencedUnknown(t *testing.T) (*commitMachine, *AppendFuture, *head) {
+	t.Helper()
+	nr := nameRecord{ID: 7, Name: "s", Profile: ObjectWALAsyncObject}
+	h := newHead(nr)
+	h.Session = sessionRecord{Epoch: 1, Token: 11, Writer: "w\x00i", ExpiresMs: 10_000}
+	sess := Session{Stream: 7, Epoch: 1, Token: 11, WriterID: "w"}
+	m := newCommitMachine(h, 5, sess, "mem", 30_000, 256)
+	f := NewAppendFuture()
+	m.admit(sess, AppendRequest{ExpectedStart: -1, Entries: []Entry{{Payload: []byte("x"), RecordCount: 1}}}, f)
+	rd := m.takeReady()
+	if len(rd.writes) != 1 {
+		t.Fatalf("admission wrote %d runs", len(rd.writes))
+	}
+	op := rd.writes[0]
+	m.recycleReady(rd)
+	m.walDone(op, provider.Target("t1"), nil)
+	ops := m.prepareRound(nil, 1000)
+	if len(ops) != 1 || ops[0].Kind != metadata.OpPut {
+		t.Fatalf("round ops %+v", ops)
+	}
+	m.stepRound(nil, metadata.ErrUnavailable, 1001)
+	m.recycleReady(m.takeReady())
+	ops = m.prepareRound(nil, 1002)
+	if len(ops) != 1 || ops[0].Kind != metadata.OpGet {
+		t.Fatalf("settle ops %+v", ops)
+	}
+	// The stored head: fenced by epoch 2, our run (commit 1, [0,1)) already
+	// indexed and dropped from Pending.
+	fresh := h.clone()
+	fresh.Session = sessionRecord{Epoch: 2, Token: 22, Writer: "v\x00j", ExpiresMs: 20_000}
+	fresh.End, fresh.IndexedThrough, fresh.Commits = 1, 1, 0
+	m.stepRound([]metadata.Result{{Record: metadata.Record{Value: fresh.encode(), Version: 9}}}, nil, 1003)
+	return m, f, fresh
+}
+
+// TestFencedSettleProbeFailureStaysUnknown is the regression test of the
+// runCommittedLocked bug: an index lookup that fails during settlement must
+// not turn into "not committed" (ErrFenced, target released as garbage) —
+// the append stays unresolved and its target kept until a lookup answers.
+func TestFencedSettleProbeFailureStaysUnknown(t *testing.T) {
+	m, f, fresh := machineWithFencedUnknown(t)
+	rd := m.takeReady()
+	if rd == nil || rd.probe == nil {
+		t.Fatalf("settling a fenced unknown commit asked for no index probe: %+v", rd)
+	}
+	m.recycleReady(rd)
+	m.probeResult(nil, errors.New("index scan timed out"), 1004)
+	rd = m.takeReady()
+	if len(rd.resolves) != 0 || len(rd.releases) != 0 {
+		t.Fatalf("a failed probe settled the append: resolves %+v releases %+v", rd.resolves, rd.releases)
+	}
+	if rd.wakeAtMs == 0 {
+		t.Fatal("no retry was scheduled")
+	}
+	m.recycleReady(rd)
+	if ops := m.prepareRound(nil, 1005); len(ops) != 0 {
+		t.Fatalf("settle read re-sent before its backoff: %+v", ops)
+	}
+	m.recycleReady(m.takeReady())
+	ops := m.prepareRound(nil, 1004+unknownBackoffMs)
+	if len(ops) != 1 || ops[0].Kind != metadata.OpGet {
+		t.Fatalf("no settle read after the backoff: %+v", ops)
+	}
+	m.stepRound([]metadata.Result{{Record: metadata.Record{Value: fresh.encode(), Version: 9}}}, nil, 1030)
+	rd = m.takeReady()
+	if rd.probe == nil {
+		t.Fatal("no second probe")
+	}
+	m.recycleReady(rd)
+	// This time the index answers: the entry holds our run.
+	d := descriptor{Start: 0, End: 1, Entries: 1, Bytes: 1, CumBytes: 1, Epoch: 1, Token: 11, FirstCommit: 1, Commit: 1,
+		Provider: "mem", Parts: []part{{Start: 0, Target: []byte("t1")}}}
+	m.probeResult([]metadata.Record{{Value: d.encodeIndexRecord()}}, nil, 1031)
+	rd = m.takeReady()
+	if len(rd.resolves) != 1 || rd.resolves[0].future != f || rd.resolves[0].err != nil || rd.resolves[0].result.End != 1 {
+		t.Fatalf("want the append resolved committed, got %+v", rd.resolves)
+	}
+	if len(rd.releases) != 1 || !rd.releases[0].committed {
+		t.Fatalf("want the target released as committed, got %+v", rd.releases)
+	}
+	if !rd.drop {
+		t.Fatal("a fenced machine must be dropped")
+	}
+}
+
+// TestFencedSettleProbeNotFound: an index that answers without our run
+// proves the append was not committed.
+func TestFencedSettleProbeNotFound(t *testing.T) {
+	m, _, _ := machineWithFencedUnknown(t)
+	m.recycleReady(m.takeReady())
+	m.probeResult(nil, nil, 1004)
+	rd := m.takeReady()
+	if len(rd.resolves) != 1 || !errors.Is(rd.resolves[0].err, ErrFenced) {
+		t.Fatalf("want ErrFenced, got %+v", rd.resolves)
+	}
+	if len(rd.releases) != 1 || rd.releases[0].committed {
+		t.Fatalf("want the target released as not committed, got %+v", rd.releases)
+	}
+}

@@ -1,0 +1,142 @@
+package generation
+
+import (
+	"container/list"
+	"context"
+	"time"
+)
+
+// Read-ahead: a catch-up reader alternates between waiting for a GET and
+// verifying what it returned. With a read-ahead budget, a successful Read
+// that stops before the object's end starts the GET of the next span (same
+// byte budget) in the background, so the next sequential Read of that span
+// finds its bytes fetched, or in flight, and only verifies them. Prefetched
+// bytes are verified exactly like any others (DecodeSpan), a failed
+// prefetch is never reported (the Read issues its own GET), and a prefetch
+// nobody claims is dropped when the budget is needed for a newer one.
+//
+// Invariant: aheadBytes is the sum of n over the prefetches in r.ahead, and
+// never exceeds r.aheadBudget when one is inserted.
+
+// readAheadTimeout bounds a background GET, which has no caller to cancel
+// it.
+const readAheadTimeout = 30 * time.Second
+
+type aheadKey struct {
+	key string
+	off int64
+}
+
+type prefetch struct {
+	at   aheadKey
+	info Info
+	n    int64
+	el   *list.Element // in r.aheadLRU
+	done chan struct{}
+	raw  []byte
+	err  error
+}
+
+// SetReadAhead sets the byte budget of spans fetched ahead of sequential
+// readers (0, the default, disables read-ahead; a Reader then starts no
+// goroutines). Each prefetch is one ranged GET of the span a sequential
+// Read with the same maxBytes would fetch next.
+func (r *Reader) SetReadAhead(budget int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.aheadBudget = max(budget, 0)
+	for r.aheadBytes > r.aheadBudget && r.aheadLRU.Len() > 0 {
+		r.dropAheadLocked(r.aheadLRU.Back().Value.(*prefetch))
+	}
+}
+
+// takeAhead returns the prefetched bytes of span [off, off+n) of key, if a
+// prefetch of exactly that span exists and succeeded; ok is false if the
+// caller must GET them itself. It waits for a prefetch in flight.
+func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off, n int64) (raw []byte, ok bool, err error) {
+	r.mu.Lock()
+	p := r.ahead[aheadKey{key, off}]
+	if p != nil {
+		r.dropAheadLocked(p)
+	}
+	r.mu.Unlock()
+	if p == nil || p.n != n || p.info != info {
+		return nil, false, nil
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	if p.err != nil {
+		return nil, false, nil
+	}
+	r.aheadHits.Add(1)
+	return p.raw, true, nil
+}
+
+// startAhead starts fetching the span that a Read from offset next with
+// maxBytes would fetch, if read-ahead is on and the budget allows.
+func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int64, maxBytes int) {
+	if next >= f.info.End {
+		return
+	}
+	off, n, err := f.Span(next, maxBytes)
+	if err != nil {
+		return
+	}
+	at := aheadKey{key, off}
+	r.mu.Lock()
+	if n > r.aheadBudget || r.ahead[at] != nil {
+		r.mu.Unlock()
+		return
+	}
+	for r.aheadBytes+n > r.aheadBudget {
+		oldest := r.aheadLRU.Back().Value.(*prefetch)
+		select {
+		case <-oldest.done:
+			r.dropAheadLocked(oldest)
+		default:
+			// The oldest is still in flight: its reader is probably about
+			// to claim it. Skip this prefetch rather than over-commit.
+			r.mu.Unlock()
+			return
+		}
+	}
+	p := &prefetch{at: at, info: f.info, n: n, done: make(chan struct{})}
+	p.el = r.aheadLRU.PushFront(p)
+	r.ahead[at] = p
+	r.aheadBytes += n
+	r.mu.Unlock()
+
+	r.aheadStarted.Add(1)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+	go func() {
+		defer cancel()
+		raw, err := r.store.GetRange(gctx, key, off, n)
+		if err == nil && int64(len(raw)) != n {
+			raw, err = nil, ErrCorrupt // short: let the Read's own GET report it
+		}
+		p.raw, p.err = raw, err
+		close(p.done)
+	}()
+}
+
+func (r *Reader) dropAheadLocked(p *prefetch) {
+	if r.ahead[p.at] == p {
+		delete(r.ahead, p.at)
+		r.aheadLRU.Remove(p.el)
+		r.aheadBytes -= p.n
+	}
+}
+
+// forgetAheadLocked drops every prefetch of key.
+func (r *Reader) forgetAheadLocked(key string) {
+	for el := r.aheadLRU.Front(); el != nil; {
+		next := el.Next()
+		if p := el.Value.(*prefetch); p.at.key == key {
+			r.dropAheadLocked(p)
+		}
+		el = next
+	}
+}

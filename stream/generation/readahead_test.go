@@ -1,0 +1,173 @@
+package generation
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/objectstore/faultstore"
+	"github.com/nereusstream/nereus-go/objectstore/fsstore"
+	"github.com/nereusstream/nereus-go/objectstore/memstore"
+)
+
+// TestReadAheadSequential: with read-ahead, a sequential catch-up returns
+// the same entries with the same number of GETs (every prefetched span is
+// the one the next Read wants, and it is used), and nothing is left behind.
+func TestReadAheadSequential(t *testing.T) {
+	fs, err := fsstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	for _, c := range []struct {
+		name  string
+		store objectstore.ObjectStore
+	}{{"memstore", memstore.New()}, {"fsstore", fs}} {
+		t.Run(c.name, func(t *testing.T) {
+			counted := faultstore.New(c.store, faultstore.Config{})
+			objs := putObjects(t, counted, 3, 21)
+			r := NewReader(counted, 1<<20)
+			r.SetReadAhead(1 << 20)
+			before := counted.Counts(faultstore.OpGetRange).Calls
+			reads := catchUp(t, r, objs, 32<<10)
+			gets := counted.Counts(faultstore.OpGetRange).Calls - before
+			if gets != int64(reads+len(objs)) {
+				t.Fatalf("%d reads of %d objects made %d GETs, want %d", reads, len(objs), gets, reads+len(objs))
+			}
+			st := r.Stats()
+			// The first read of each object is not prefetched (read-ahead
+			// stays within an object); every other read is.
+			if st.ReadAheadHits != int64(reads-len(objs)) || st.ReadAheads != st.ReadAheadHits || st.ReadAheadBytes != 0 {
+				t.Fatalf("stats %+v after %d sequential reads of %d objects", st, reads, len(objs))
+			}
+		})
+	}
+}
+
+// TestReadAheadRandomAndConcurrent: random and concurrent readers with a
+// small budget read the right bytes and the budget holds.
+func TestReadAheadRandomAndConcurrent(t *testing.T) {
+	store := memstore.New()
+	objs := putObjects(t, store, 3, 22)
+	r := NewReader(store, 1<<20)
+	const budget = 100 << 10
+	r.SetReadAhead(budget)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 60 {
+				o := objs[rng.IntN(len(objs))]
+				from := o.info.Start + rng.Int64N(o.info.End-o.info.Start)
+				// Half the readers walk sequentially for a while.
+				for step := 0; step < 1+rng.IntN(6) && from < o.info.End; step++ {
+					es, err := r.Read(context.Background(), o.key, o.info, from, 1+rng.IntN(40<<10))
+					if err == nil {
+						err = checkPrefix(es, o.entries, from)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					if st := r.Stats(); st.ReadAheadBytes > budget {
+						errs <- errors.New("read-ahead over budget")
+						return
+					}
+					from = es[len(es)-1].End()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.ReadAheads == 0 || st.ReadAheadHits == 0 {
+		t.Fatalf("read-ahead never used: %+v", st)
+	}
+	r.SetReadAhead(0)
+	if st := r.Stats(); st.ReadAheadBytes != 0 {
+		t.Fatalf("disabling read-ahead kept %d bytes", st.ReadAheadBytes)
+	}
+}
+
+// TestReadAheadFaults: failed prefetches are never reported (the Read GETs
+// itself), corrupt prefetched bytes are refused like any others, and Forget
+// drops an object's prefetches.
+func TestReadAheadFaults(t *testing.T) {
+	ctx := context.Background()
+	t.Run("lost-prefetch-responses", func(t *testing.T) {
+		inner := memstore.New()
+		objs := putObjects(t, inner, 2, 23)
+		fault := faultstore.New(inner, faultstore.Config{Seed: 5, Rules: []faultstore.Rule{
+			{Ops: []faultstore.Op{faultstore.OpGetRange}, Probability: 0.4, Kind: faultstore.LoseResponse},
+		}})
+		r := NewReader(fault, 1<<20)
+		r.SetReadAhead(1 << 20)
+		for _, o := range objs {
+			for from := o.info.Start; from < o.info.End; {
+				es, err := r.Read(ctx, o.key, o.info, from, 16<<10)
+				if err != nil {
+					if !errors.Is(err, faultstore.ErrInjected) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {
+						t.Fatalf("misreported: %v", err)
+					}
+					continue
+				}
+				if err := checkPrefix(es, o.entries, from); err != nil {
+					t.Fatal(err)
+				}
+				from = es[len(es)-1].End()
+			}
+		}
+		if fault.Counts(faultstore.OpGetRange).LostResponses == 0 {
+			t.Fatal("no fault fired")
+		}
+	})
+	t.Run("corrupt-prefetched-block", func(t *testing.T) {
+		store := memstore.New()
+		o := putObjects(t, store, 1, 24)[0]
+		r := NewReader(store, 1<<20)
+		r.SetReadAhead(1 << 20)
+		f, err := r.Footer(ctx, o.key, o.info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, _ := store.Get(ctx, o.key)
+		victim := f.Block(1)
+		obj[victim.Pos+victim.Len-1] ^= 4
+		if _, err := store.Put(ctx, o.key, obj, objectstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Read block 0, which prefetches block 1; then read block 1.
+		es, err := r.Read(ctx, o.key, o.info, o.info.Start, 1)
+		if err != nil || checkPrefix(es, o.entries, o.info.Start) != nil {
+			t.Fatalf("block 0: %v", err)
+		}
+		_, err = r.Read(ctx, o.key, o.info, victim.First, 1)
+		mustCorrupt(t, "prefetched corrupt block", err)
+		if r.Stats().ReadAheadHits != 1 {
+			t.Fatalf("the corrupt block did not come from the prefetch: %+v", r.Stats())
+		}
+	})
+	t.Run("forget-drops-prefetches", func(t *testing.T) {
+		store := memstore.New()
+		o := putObjects(t, store, 1, 25)[0]
+		r := NewReader(store, 1<<20)
+		r.SetReadAhead(1 << 20)
+		if _, err := r.Read(ctx, o.key, o.info, o.info.Start, 1); err != nil {
+			t.Fatal(err)
+		}
+		if r.Stats().ReadAheadBytes == 0 {
+			t.Fatal("no prefetch started")
+		}
+		r.Forget(o.key)
+		if st := r.Stats(); st.ReadAheadBytes != 0 || st.Footers != 0 {
+			t.Fatalf("after Forget: %+v", st)
+		}
+	})
+}

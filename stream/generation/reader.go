@@ -1,0 +1,244 @@
+package generation
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nereusstream/nereus-go/objectstore"
+)
+
+// Reader reads generation objects from an object store, keeping parsed
+// footers in a bounded LRU cache so that a read costs one ranged GET once an
+// object's footer is cached (a footer GET and a data GET before). Concurrent
+// misses on one key share one footer GET. With SetReadAhead, sequential
+// readers find their next span already fetched (readahead.go). Safe for
+// concurrent use.
+type Reader struct {
+	store    objectstore.ObjectStore
+	capacity int64
+
+	mu      sync.Mutex
+	used    int64
+	lru     *list.List               // of *cacheItem, most recent first
+	items   map[string]*list.Element // key -> element in lru
+	loading map[string]*footerLoad
+
+	// Read-ahead (readahead.go).
+	aheadBudget, aheadBytes int64
+	ahead                   map[aheadKey]*prefetch
+	aheadLRU                *list.List // of *prefetch, newest first
+
+	hits, misses            atomic.Int64
+	aheadStarted, aheadHits atomic.Int64
+}
+
+type cacheItem struct {
+	key  string
+	f    *Footer
+	size int64
+}
+
+// footerLoad is one footer GET in flight; waiters block on done.
+type footerLoad struct {
+	done chan struct{}
+	f    *Footer
+	err  error
+}
+
+// ReaderStats are a Reader's cache counters.
+type ReaderStats struct {
+	// Hits and Misses count footer lookups served from the cache and
+	// fetched from the store.
+	Hits, Misses int64
+	// Footers and Bytes are what the cache holds now.
+	Footers int
+	Bytes   int64
+	// ReadAheads counts prefetches started, ReadAheadHits those a Read
+	// used, ReadAheadBytes the bytes prefetched and not yet claimed.
+	ReadAheads, ReadAheadHits int64
+	ReadAheadBytes            int64
+}
+
+// NewReader returns a Reader over store whose footer cache holds at most
+// cacheBytes (estimated in-memory size; a footer costs about 32 bytes per
+// block, ~8 KiB for a 16 MiB object of 64 KiB blocks). cacheBytes <= 0
+// disables caching: every read then fetches its footer.
+func NewReader(store objectstore.ObjectStore, cacheBytes int64) *Reader {
+	return &Reader{
+		store:    store,
+		capacity: cacheBytes,
+		lru:      list.New(),
+		items:    make(map[string]*list.Element),
+		loading:  make(map[string]*footerLoad),
+		ahead:    make(map[aheadKey]*prefetch),
+		aheadLRU: list.New(),
+	}
+}
+
+// Read returns the entries of the object at key (described by info, as its
+// metadata record says) from the one holding offset from onward, about
+// maxBytes of them (whole blocks; at least the block holding from). Every
+// returned byte passed its checksums; payloads are freshly fetched and
+// never reused, so callers may keep them.
+//
+// Errors: ErrOutOfRange (from outside [info.Start, info.End)), ErrNotFound
+// (no object at key), ErrCorrupt (the object does not match info or fails
+// a checksum), or the store's error (a transient failure: retry).
+func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, error) {
+	if from < info.Start || from >= info.End {
+		return nil, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, info.Start, info.End)
+	}
+	f, err := r.Footer(ctx, key, info)
+	if err != nil {
+		return nil, err
+	}
+	off, n, err := f.Span(from, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok, err := r.takeAhead(ctx, key, info, off, n)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		raw, err = r.store.GetRange(ctx, key, off, n)
+		if err != nil {
+			err = readStoreError(key, err)
+			if isNotFound(err) {
+				r.Forget(key)
+			}
+			return nil, err
+		}
+	}
+	if int64(len(raw)) != n {
+		return nil, corrupt(fmt.Sprintf("%s: read %d bytes at %d, the footer says %d (truncated object)", key, len(raw), off, n))
+	}
+	entries, err := DecodeSpan(f, raw, off, from)
+	if err == nil && len(entries) > 0 && r.readAheadOn() {
+		r.startAhead(ctx, key, f, entries[len(entries)-1].End(), maxBytes)
+	}
+	return entries, err
+}
+
+func (r *Reader) readAheadOn() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aheadBudget > 0
+}
+
+// Footer returns the verified footer of the object at key, from the cache or
+// with one ranged GET (which also proves the object at key is the one info
+// describes: its digest and every field must match).
+func (r *Reader) Footer(ctx context.Context, key string, info Info) (*Footer, error) {
+	waited := false
+	for {
+		r.mu.Lock()
+		if el, ok := r.items[key]; ok {
+			it := el.Value.(*cacheItem)
+			if it.f.info == info {
+				r.lru.MoveToFront(el)
+				r.mu.Unlock()
+				r.hits.Add(1)
+				return it.f, nil
+			}
+		}
+		if l, ok := r.loading[key]; ok && !waited {
+			r.mu.Unlock()
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if l.err == nil && l.f.info == info {
+				r.hits.Add(1)
+				return l.f, nil
+			}
+			// The shared load failed or was for another Info: load
+			// ourselves (once), so one caller's error is not everyone's.
+			waited = true
+			continue
+		}
+		l := &footerLoad{done: make(chan struct{})}
+		shared := !waited
+		if shared {
+			r.loading[key] = l
+		}
+		r.mu.Unlock()
+
+		r.misses.Add(1)
+		l.f, l.err = r.fetchFooter(ctx, key, info)
+		r.mu.Lock()
+		if shared {
+			delete(r.loading, key)
+		}
+		if l.err == nil {
+			r.insertLocked(key, l.f)
+		} else if isNotFound(l.err) {
+			r.removeLocked(key)
+		}
+		r.mu.Unlock()
+		close(l.done)
+		return l.f, l.err
+	}
+}
+
+func (r *Reader) fetchFooter(ctx context.Context, key string, info Info) (*Footer, error) {
+	if info.FooterLength < metaLen+blockRecLen+trailerLen || info.FooterOffset < headerLen ||
+		info.FooterOffset+info.FooterLength != info.Size {
+		return nil, corrupt(fmt.Sprintf("metadata for %s locates no footer (offset %d, length %d, size %d)",
+			key, info.FooterOffset, info.FooterLength, info.Size))
+	}
+	raw, err := r.store.GetRange(ctx, key, info.FooterOffset, info.FooterLength)
+	if err != nil {
+		return nil, readStoreError(key, err)
+	}
+	f, err := ParseFooter(raw, info)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return f, nil
+}
+
+// Forget drops key's footer from the cache (call it when the object is
+// retired or deleted).
+func (r *Reader) Forget(key string) {
+	r.mu.Lock()
+	r.removeLocked(key)
+	r.forgetAheadLocked(key)
+	r.mu.Unlock()
+}
+
+// Stats returns the cache counters.
+func (r *Reader) Stats() ReaderStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ReaderStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Footers: len(r.items), Bytes: r.used,
+		ReadAheads: r.aheadStarted.Load(), ReadAheadHits: r.aheadHits.Load(), ReadAheadBytes: r.aheadBytes}
+}
+
+func (r *Reader) insertLocked(key string, f *Footer) {
+	r.removeLocked(key)
+	size := f.memSize() + int64(len(key))
+	if size > r.capacity {
+		return
+	}
+	for r.used+size > r.capacity {
+		r.removeLocked(r.lru.Back().Value.(*cacheItem).key)
+	}
+	r.items[key] = r.lru.PushFront(&cacheItem{key: key, f: f, size: size})
+	r.used += size
+}
+
+func (r *Reader) removeLocked(key string) {
+	if el, ok := r.items[key]; ok {
+		r.used -= el.Value.(*cacheItem).size
+		r.lru.Remove(el)
+		delete(r.items, key)
+	}
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

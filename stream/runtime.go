@@ -1,0 +1,60 @@
+package stream
+
+import (
+	"context"
+	"time"
+
+	"github.com/nereusstream/nereus-go/metadata"
+)
+
+// runtime is everything the driver takes from the outside world besides
+// the stores: the clock, timers, where asynchronous work runs, and how the
+// metadata calls of the commit pipeline are issued. The real runtime uses
+// goroutines and the wall clock (Config.Now); the simulator
+// (simulation_test.go) supplies one that runs every callback from one
+// seeded event queue on a simulated clock, which is what makes a run
+// replayable from its seed. Nothing in the core reads the clock, starts a
+// goroutine or sleeps except through it.
+type runtime interface {
+	now() time.Time
+	// afterFunc runs f once d has passed; stop cancels it if it has not
+	// run yet.
+	afterFunc(d time.Duration, f func()) (stop func() bool)
+	// goFunc runs f asynchronously.
+	goFunc(f func())
+	// sleep waits d or until ctx ends (blocking paths only: retry loops of
+	// Create, AcquireSession, mutations, intent settlement).
+	sleep(ctx context.Context, d time.Duration) error
+	// batch runs a commit round's metadata Batch and reports it to done.
+	// It reports whether done already ran (the real runtime calls the store
+	// on the calling goroutine, the committer's); the simulator delivers
+	// the request and the response later, as separate events.
+	batch(ctx context.Context, meta metadata.Store, ops []metadata.Op, done func([]metadata.Result, error)) (completed bool)
+	// scan runs a RangeScan asynchronously and reports it to done (index
+	// probes; never on the committer's goroutine).
+	scan(ctx context.Context, meta metadata.Store, min, max string, limit int, done func([]metadata.Record, error))
+	// random returns 64 random bits (stream IDs, session tokens,
+	// incarnations).
+	random() uint64
+}
+
+type realRuntime struct{ clock func() time.Time }
+
+func (r realRuntime) now() time.Time { return r.clock() }
+
+func (realRuntime) afterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+func (realRuntime) goFunc(f func()) { go f() }
+
+func (realRuntime) sleep(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, d) }
+
+func (realRuntime) batch(ctx context.Context, meta metadata.Store, ops []metadata.Op, done func([]metadata.Result, error)) bool {
+	done(meta.Batch(ctx, ops))
+	return true
+}
+
+func (realRuntime) scan(ctx context.Context, meta metadata.Store, min, max string, limit int, done func([]metadata.Record, error)) {
+	go func() { done(meta.RangeScan(ctx, min, max, limit)) }()
+}
+
+func (realRuntime) random() uint64 { return randomUint64() }
