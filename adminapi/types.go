@@ -15,8 +15,9 @@ package adminapi
 
 import "time"
 
-// Health is the body of GET /healthz. Status is "ok" while serving and
-// "draining" (with HTTP 503) once shutdown began.
+// Health is the body of GET /healthz. Status is "ok" while serving,
+// "degraded" (still HTTP 200; see Degraded) while a storage component cannot
+// write, and "draining" (with HTTP 503) once shutdown began.
 type Health struct {
 	Status string `json:"status"`
 	// Durable is false when the storage backend keeps data in memory only
@@ -35,6 +36,23 @@ type Health struct {
 	// address it is bound to.
 	Listeners map[string]string `json:"listeners"`
 	StartedAt time.Time         `json:"startedAt"`
+	// Degraded lists the storage components that cannot make appends
+	// durable right now (a full disk, an unreachable object store or
+	// metadata store); Status is then "degraded". The answer stays HTTP 200:
+	// reads and everything else keep working, appends fail with a retriable
+	// error, and the components recover by themselves once the cause
+	// clears.
+	Degraded []DegradedComponent `json:"degraded,omitempty"`
+}
+
+// DegradedComponent is one storage component that cannot write.
+type DegradedComponent struct {
+	// Component is "metadata", "objectwal" or "bookkeeper".
+	Component string `json:"component"`
+	// Reason is the last error seen.
+	Reason string `json:"reason"`
+	// Since is when the degraded period began.
+	Since time.Time `json:"since"`
 }
 
 // StorageBackend describes one store the server runs on. It never carries

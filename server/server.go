@@ -136,7 +136,10 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// ContinueOnError: a collector that cannot reach a store (the per-stream
+	// listing while etcd is down) must not turn the whole scrape into a 500
+	// exactly when nereus_storage_degraded matters most.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 	s.api.routes(mux)
 	s.consoleRoutes(mux)
 
@@ -340,6 +343,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt,
 		ObjectStore: s.storage.ObjectStoreInfo, Metadata: s.storage.MetadataInfo}
 	status := http.StatusOK
+	if hr, ok := s.storage.Storage.(storageHealth); ok {
+		for _, c := range hr.Health() {
+			if c.Degraded {
+				h.Status = "degraded"
+				h.Degraded = append(h.Degraded, adminapi.DegradedComponent{Component: c.Component, Reason: c.Reason, Since: c.Since})
+			}
+		}
+	}
 	if s.draining.Load() {
 		h.Status, status = "draining", http.StatusServiceUnavailable
 	}

@@ -140,6 +140,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		if err := reg.Register(newCoreCollector(core)); err != nil {
 			logger.Warn("core metrics not registered", "err", err)
 		}
+		if err := reg.Register(newHealthCollector(core)); err != nil {
+			logger.Warn("storage health metrics not registered", "err", err)
+		}
 		if err := reg.Register(newLifecycleCollector(core)); err != nil {
 			logger.Warn("lifecycle metrics not registered", "err", err)
 		}
