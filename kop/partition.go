@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/stream"
@@ -71,30 +72,28 @@ func (pp *partition) failed(err error) error {
 
 func (pp *partition) writer(ctx context.Context) error {
 	if err := pp.l.AcquireWriter(ctx); err != nil {
-		if errors.Is(err, stream.ErrSessionBusy) || errors.Is(err, stream.ErrFenced) {
-			return fmt.Errorf("%w: %v", kstore.ErrNotLeader, err)
+		if errors.Is(err, stream.ErrSessionBusy) || errors.Is(err, stream.ErrFenced) ||
+			errors.Is(err, cluster.ErrNotOwner) || errors.Is(err, cluster.ErrHandoffPending) {
+			return fmt.Errorf("%w: %w", kstore.ErrNotLeader, err)
 		}
 		return pp.failed(err)
 	}
 	return nil
 }
 
+// StreamName implements kstore.ProjectedPartition: the Pulsar topic's
+// stream, whose owner in a cluster leads the Kafka partition.
+func (pp *partition) StreamName() string { return pp.l.StreamName() }
+
 // LeaderEpoch implements kstore.ProjectedPartition: the epoch of the
-// append session (shared with the Pulsar broker of this process). A topic
-// whose entries do not map reports 0, so clients go on to produce or fetch
-// and get the refusal with its reason.
+// stream's current append session (shared with the Pulsar broker of the
+// owning process), read from its head without taking one.
 func (pp *partition) LeaderEpoch(ctx context.Context) (int32, error) {
-	if pp.mapping == 0 {
-		return 0, nil
+	info, err := pp.l.Info(ctx)
+	if err != nil {
+		return -1, pp.failed(err)
 	}
-	if err := pp.writer(ctx); err != nil {
-		return -1, err
-	}
-	e, ok := pp.l.WriterEpoch()
-	if !ok {
-		return -1, fmt.Errorf("%w: append session lost", kstore.ErrNotLeader)
-	}
-	return int32(min(e, math.MaxInt32)), nil
+	return int32(min(info.Session.Epoch, math.MaxInt32)), nil
 }
 
 // AppendAsync implements kstore.ProjectedPartition: the batch becomes one

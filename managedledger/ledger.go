@@ -52,6 +52,10 @@ type Ledger struct {
 // Name is the topic's name.
 func (l *Ledger) Name() TopicName { return l.name }
 
+// StreamName is the name of the topic's stream (its ownership key in a
+// cluster of brokers).
+func (l *Ledger) StreamName() string { return l.rec.StreamName }
+
 // LedgerID is the topic incarnation's virtual ledger ID.
 func (l *Ledger) LedgerID() int64 { return l.rec.LedgerID }
 
@@ -99,7 +103,7 @@ func (l *Ledger) AcquireWriter(ctx context.Context) error {
 		l.w = nil // dropped underneath us (fenced): take a new one
 	}
 	w := l.f.writerOf(l.id)
-	gen, err := w.acquire(ctx, l.f, l.id)
+	gen, err := w.acquire(ctx, l.f, l.id, l.rec.StreamName)
 	if err != nil {
 		return fmt.Errorf("topic %s: acquire append session: %w", l.name, err)
 	}
@@ -129,7 +133,7 @@ func (l *Ledger) DropWriter() {
 	l.w = nil
 	l.mu.Unlock()
 	if w != nil {
-		w.drop(gen)
+		w.drop(l.f, gen)
 	}
 }
 
@@ -269,7 +273,8 @@ func (l *Ledger) Terminate(ctx context.Context) error {
 	return l.f.storage.Seal(ctx, l.id)
 }
 
-// sharedWriter is the one append session a factory holds on a stream. The
+// sharedWriter is the one append session a factory holds on a stream
+// (acquired from the storage, or from Config.Writers in a cluster). The
 // core gives a writer id one session per stream; two holders releasing it
 // independently would end it under each other, so holders count
 // references: the session is acquired by the first and released by the
@@ -300,12 +305,18 @@ func (w *sharedWriter) session(gen uint64) (stream.Session, bool) {
 	return w.sess, w.has && w.gen == gen
 }
 
-func (w *sharedWriter) acquire(ctx context.Context, f *Factory, id stream.ID) (uint64, error) {
+func (w *sharedWriter) acquire(ctx context.Context, f *Factory, id stream.ID, name string) (uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.has {
-		s, err := f.storage.AcquireSession(ctx, id, stream.SessionOptions{WriterID: f.cfg.WriterID,
-			TTL: f.cfg.SessionTTL, AuthorityEpoch: f.cfg.AuthorityEpoch, StealExpired: true})
+		var s stream.Session
+		var err error
+		if cw := f.cfg.Writers; cw != nil {
+			s, err = cw.Writer(ctx, id, name)
+		} else {
+			s, err = f.storage.AcquireSession(ctx, id, stream.SessionOptions{WriterID: f.cfg.WriterID,
+				TTL: f.cfg.SessionTTL, AuthorityEpoch: f.cfg.AuthorityEpoch, StealExpired: true})
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -326,13 +337,19 @@ func (w *sharedWriter) release(ctx context.Context, f *Factory, gen uint64) erro
 		return nil
 	}
 	w.has = false
+	if cw := f.cfg.Writers; cw != nil {
+		return cw.Release(ctx, w.sess.Stream)
+	}
 	return f.storage.ReleaseSession(ctx, w.sess)
 }
 
-func (w *sharedWriter) drop(gen uint64) {
+func (w *sharedWriter) drop(f *Factory, gen uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.has && w.gen == gen {
 		w.has = false
+		if cw := f.cfg.Writers; cw != nil {
+			cw.Lost(w.sess)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
@@ -75,6 +76,11 @@ type Deps struct {
 	TLS *listener.Source
 	// Tokens validates JWT bearer credentials (nil without a token key).
 	Tokens *authtoken.Validator
+	// Cluster is this node's cluster membership: who the other brokers
+	// are, who owns which stream or coordinator, and the append sessions of
+	// owned streams (front ends take them only through Cluster.Writer).
+	// One node alone is a cluster of one.
+	Cluster *cluster.Node
 }
 
 // FrontendSpec describes one front end to host.
@@ -142,7 +148,7 @@ func (s *sharedLedgers) get(d Deps) (*managedledger.Factory, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f, err := pulsar.NewLedgers(ctx, d.Storage, d.Metadata, pulsar.Config{Logger: d.Logger.With("frontend", "pulsar")})
+	f, err := pulsar.NewLedgers(ctx, d.Storage, d.Metadata, pulsar.Config{Cluster: d.Cluster, Logger: d.Logger.With("frontend", "pulsar")})
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +169,7 @@ func newPulsarFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 	}
 	srv, err := pulsar.NewServer(pulsar.Config{
 		Endpoints: eps,
+		Cluster:   d.Cluster,
 		Logger:    d.Logger.With("frontend", "pulsar"),
 		Ledgers:   ml,
 	}, d.Storage, d.Metadata)
@@ -188,7 +195,7 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		return nil, err
 	}
 	srv, err := kafka.NewServer(kafka.Config{
-		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
+		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,

@@ -58,7 +58,11 @@ type ProjectedTopic struct {
 // bounds and notifications are those of the stream it projects; its
 // payloads are Kafka RecordBatches in both directions.
 type ProjectedPartition interface {
-	// LeaderEpoch is the partition leader epoch clients see.
+	// StreamName is the name of the projected stream: the partition's
+	// ownership key in a cluster (its leader is the stream's owner).
+	StreamName() string
+	// LeaderEpoch is the partition leader epoch clients see (the epoch of
+	// the stream's current append session, read without taking one).
 	LeaderEpoch(ctx context.Context) (int32, error)
 	// AppendAsync stores the batch of req.Entries[0] (validated by the
 	// caller; RecordCount = its records) and resolves with the stream
