@@ -204,6 +204,10 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 			SASLMechanisms: d.Config.kafkaMechanisms(),
 			Tokens:         d.Tokens,
 			MaxReauth:      d.Config.KafkaMaxReauth,
+
+			Authorizer:           d.Config.KafkaAuthorizer,
+			SuperUsers:           d.Config.kafkaSuperUsers(),
+			AllowEveryoneIfNoACL: d.Config.KafkaAllowEveryoneIfNoACL,
 		},
 		Projection: proj,
 	}, d.Storage, d.Metadata)
