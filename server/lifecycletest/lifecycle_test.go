@@ -10,7 +10,9 @@
 //     ledgers; a deleted topic's objects go away;
 //   - SIGKILL while materialization runs loses nothing acknowledged
 //     (internal/testenv/acklog);
-//   - a Pulsar produce/consume round on a materialized topic.
+//   - a Pulsar produce/consume round on a materialized topic;
+//   - read-back, retention and deletion again with the object store on
+//     versitygw (TestLifecycleOnS3, a second server).
 //
 // The BookKeeper profiles need real bookies (bookkeeper/bktest: the
 // NEREUS_BOOKKEEPER_ZK cluster in CI, else one started here); without them
@@ -24,10 +26,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand"
 	"net/http"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,13 +39,18 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/bookkeeper/bktest"
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/internal/testenv/acklog"
+	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
 	"github.com/nereusstream/nereus-go/internal/testserver"
+	"github.com/nereusstream/nereus-go/objectstore/s3store"
 )
 
 var bk bktest.Env
@@ -74,31 +81,76 @@ func materializes(profile string) bool { return profile != "BOOKKEEPER_WAL_ONLY"
 
 // lc is the shared server and what the subtests need of it.
 type lc struct {
-	srv  *testserver.Server
-	c    *adminapi.Client
+	srv   *testserver.Server
+	c     *adminapi.Client
 	hasBK bool
+	// objects counts the objects (and their bytes) with a key prefix in
+	// the server's object store.
+	objects func(t *testing.T, prefix string) (int, int64)
 }
 
-// TestLifecycleThroughServe runs every scenario against one server, in
-// order (the kill subtest restarts it; the space checks want no other
-// writer running).
+// TestLifecycleThroughServe runs every scenario against one server on the
+// filesystem object store, in order (the kill subtest restarts it; the
+// space checks want no other writer running).
 func TestLifecycleThroughServe(t *testing.T) {
-	args := append([]string(nil), lifecycleArgs...)
 	e := &lc{}
-	if bk.ZK != "" {
-		args = append(args, "--bookkeeper-zk", bk.ZK, "--bookkeeper-root", bk.Root)
-		args = append(args, bkArgs...)
-		e.hasBK = true
-	}
-	e.srv = testserver.Start(t, testserver.Options{Args: args})
+	e.srv = testserver.Start(t, testserver.Options{Args: e.args(nil)})
 	e.c = e.srv.Client()
+	e.objects = fsObjects(e.srv.DataDir())
 
-	t.Run("ProfilesReadBackThroughGenerations", e.profilesReadBack)
+	t.Run("ProfilesReadBackThroughGenerations", func(t *testing.T) { e.profilesReadBack(t, profiles) })
 	t.Run("RetentionReclaims", e.retentionReclaims)
 	t.Run("DeletedTopicReclaimed", e.deletedTopicReclaimed)
 	t.Run("Kill9DuringMaterialization", e.kill9DuringMaterialization)
 	t.Run("PulsarOnMaterializedTopic", e.pulsarRound)
 	t.Run("Metrics", e.metrics)
+}
+
+// TestLifecycleOnS3 is the same read-back, retention and deletion story
+// with the Object WAL and the generations in a versitygw bucket (a second
+// server: the object store is fixed at start), for one Object WAL and one
+// BookKeeper profile.
+func TestLifecycleOnS3(t *testing.T) {
+	bin, err := s3test.FindBinary()
+	if err != nil {
+		testenv.SkipOrFail(t, "versitygw: %v", err)
+	}
+	gw, err := s3test.Start(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Stop() })
+	cfg := gw.Config(gw.NewBucket(t))
+	e := &lc{}
+	e.srv = testserver.Start(t, testserver.Options{DisablePulsar: true,
+		Args: e.args([]string{"--object-store", "s3://" + cfg.Bucket + "/cluster-1", "--s3-endpoint", cfg.Endpoint, "--s3-path-style"}),
+		Env:  []string{"NEREUS_S3_ACCESS_KEY=" + cfg.AccessKeyID, "NEREUS_S3_SECRET_KEY=" + cfg.SecretAccessKey}})
+	e.c = e.srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s3c, err := s3store.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.objects = s3Objects(s3c.Client(), cfg.Bucket, "cluster-1/")
+
+	t.Run("ProfilesReadBackThroughGenerations", func(t *testing.T) {
+		e.profilesReadBack(t, []string{"OBJECT_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"})
+	})
+	t.Run("RetentionReclaims", e.retentionReclaims)
+	t.Run("DeletedTopicReclaimed", e.deletedTopicReclaimed)
+}
+
+// args are the server flags: the lifecycle settings, the BookKeeper
+// cluster when there is one, then extra.
+func (e *lc) args(extra []string) []string {
+	args := append([]string(nil), lifecycleArgs...)
+	if bk.ZK != "" {
+		args = append(args, "--bookkeeper-zk", bk.ZK, "--bookkeeper-root", bk.Root)
+		args = append(args, bkArgs...)
+		e.hasBK = true
+	}
+	return append(args, extra...)
 }
 
 func (e *lc) requireProfile(t *testing.T, profile string) {
@@ -258,7 +310,7 @@ func same(t *testing.T, what string, want []sent, got []*kgo.Record) {
 // profilesReadBack: per profile, two partitions of ~600 KB each (about
 // ten 64 KiB generations), materialized, then read back from offset 0
 // by a fresh consumer.
-func (e *lc) profilesReadBack(t *testing.T) {
+func (e *lc) profilesReadBack(t *testing.T, profiles []string) {
 	for _, profile := range profiles {
 		t.Run(profile, func(t *testing.T) {
 			e.requireProfile(t, profile)
@@ -299,41 +351,72 @@ func (e *lc) profilesReadBack(t *testing.T) {
 	}
 }
 
-// genObjects counts the generation objects of stream id in the data dir.
+// genObjects counts the generation objects of stream id.
 func (e *lc) genObjects(t *testing.T, id string) int {
 	t.Helper()
-	n := 0
-	_ = filepath.WalkDir(e.genDir(id), func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			n++
-		}
-		return nil
-	})
+	n, _ := e.objects(t, "gen/"+id+"/")
 	return n
 }
 
-// genDir is where the filesystem object store keeps the generation
-// objects of stream id (keys gen/<id>/... under objects/objects/; objectstore/fsstore maps a key
-// a/b/c to a.d/b.d/c.o).
-func (e *lc) genDir(id string) string {
-	return filepath.Join(e.srv.DataDir(), "objects", "objects", "gen.d", id+".d")
+// genBytes is the size of the generation objects of stream id.
+func (e *lc) genBytes(t *testing.T, id string) int64 {
+	t.Helper()
+	_, b := e.objects(t, "gen/"+id+"/")
+	return b
 }
 
-// dirBytes is the size of the files under dir.
-func dirBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+// objectBytes is the size of everything in the object store.
+func (e *lc) objectBytes(t *testing.T) int64 {
+	t.Helper()
+	_, b := e.objects(t, "")
+	return b
+}
+
+// fsObjects counts the objects with a key prefix (a "/"-terminated path or
+// "") in the filesystem object store of dataDir, from outside:
+// objectstore/fsstore keeps key a/b/c at objects/objects/a.d/b.d/c.o.
+func fsObjects(dataDir string) func(t *testing.T, prefix string) (int, int64) {
+	return func(t *testing.T, prefix string) (int, int64) {
+		dir := filepath.Join(dataDir, "objects", "objects")
+		for _, seg := range strings.Split(strings.TrimSuffix(prefix, "/"), "/") {
+			if seg != "" {
+				dir = filepath.Join(dir, seg+".d")
 			}
 		}
-		return nil
-	})
-	return n
+		n, b := 0, int64(0)
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".o") {
+				if fi, err := d.Info(); err == nil {
+					n, b = n+1, b+fi.Size()
+				}
+			}
+			return nil
+		})
+		return n, b
+	}
 }
 
-func (e *lc) objectBytes() int64 { return dirBytes(filepath.Join(e.srv.DataDir(), "objects")) }
+// s3Objects lists the objects with a key prefix under the server's bucket
+// prefix in versitygw.
+func s3Objects(cl *s3.Client, bucket, root string) func(t *testing.T, prefix string) (int, int64) {
+	return func(t *testing.T, prefix string) (int, int64) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		n, b := 0, int64(0)
+		pg := s3.NewListObjectsV2Paginator(cl, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(root + prefix)})
+		for pg.HasMorePages() {
+			out, err := pg.NextPage(ctx)
+			if err != nil {
+				t.Fatalf("list s3://%s/%s%s: %v", bucket, root, prefix, err)
+			}
+			for _, o := range out.Contents {
+				n, b = n+1, b+aws.ToInt64(o.Size)
+			}
+		}
+		return n, b
+	}
+}
 
 func (e *lc) gcStats(t *testing.T, ctx context.Context) adminapi.GCStats {
 	t.Helper()
@@ -394,10 +477,10 @@ func (e *lc) retentionReclaims(t *testing.T) {
 			// Generation objects of the trimmed ranges are deleted: none
 			// left for the emptied topic, a bounded number for the other.
 			deadline := time.Now().Add(2 * time.Minute)
-			for e.genObjects(t, timeInfo.ID) > 0 || dirBytes(e.genDir(sizeInfo.ID)) > 4*retainBytes {
+			for e.genObjects(t, timeInfo.ID) > 0 || e.genBytes(t, sizeInfo.ID) > 4*retainBytes {
 				if time.Now().After(deadline) {
 					t.Fatalf("generation objects not reclaimed within 2m: %d left of %s, %d bytes of %s",
-						e.genObjects(t, timeInfo.ID), timeInfo.Name, dirBytes(e.genDir(sizeInfo.ID)), sizeInfo.Name)
+						e.genObjects(t, timeInfo.ID), timeInfo.Name, e.genBytes(t, sizeInfo.ID), sizeInfo.Name)
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -413,7 +496,7 @@ func (e *lc) retentionReclaims(t *testing.T) {
 			t.Logf("%s: produced %d bytes; retention trims +%d, deleted: %d generation objects, %d segments, %d ledgers, %d bytes; objects/ now %d bytes",
 				profile, produced, after.RetentionTrims-before.RetentionTrims, after.DeletedObjects-before.DeletedObjects,
 				after.DeletedSegments-before.DeletedSegments, after.DeletedLedgers-before.DeletedLedgers,
-				after.DeletedBytes-before.DeletedBytes, e.objectBytes())
+				after.DeletedBytes-before.DeletedBytes, e.objectBytes(t))
 		})
 	}
 }
@@ -429,7 +512,7 @@ func (e *lc) deletedTopicReclaimed(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			before := e.gcStats(t, ctx)
-			base := e.objectBytes()
+			base := e.objectBytes(t)
 			topic := newTopic("lc-del")
 			e.createTopic(t, ctx, topic, 2, map[string]string{"nereus.storage.profile": profile})
 			cl := e.kafka(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -439,7 +522,7 @@ func (e *lc) deletedTopicReclaimed(t *testing.T) {
 				produce(t, ctx, cl, rnd, topic, p, 700)
 				ids = append(ids, e.waitMaterialized(t, ctx, streamName(topic, p)).ID)
 			}
-			full := e.objectBytes()
+			full := e.objectBytes(t)
 			resp, err := kadm.NewClient(e.kafka(t)).DeleteTopics(ctx, topic)
 			if err == nil {
 				err = resp.Error()
@@ -460,7 +543,7 @@ func (e *lc) deletedTopicReclaimed(t *testing.T) {
 				for _, id := range ids {
 					left += e.genObjects(t, id)
 				}
-				now := e.objectBytes()
+				now := e.objectBytes(t)
 				if left == 0 && now <= base+slack {
 					t.Logf("%s: objects/ %d bytes before, %d with the topic, %d after deleting it", profile, base, full, now)
 					break
