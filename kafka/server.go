@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/kafka/kconsumer"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -95,6 +96,12 @@ type Config struct {
 	// expired transactions are aborted (default 1s).
 	MaxTransactionTimeout    time.Duration
 	TransactionCheckInterval time.Duration
+
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are
+	// Kafka's group.consumer.session.timeout.ms (default 45s) and
+	// group.consumer.heartbeat.interval.ms (default 5s) for KIP-848 groups.
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
 
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
@@ -167,13 +174,14 @@ func (st *Stats) RequestsByKey() map[int16][2]int64 {
 
 // Server is a Kafka protocol server over Nereus streams.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *kstore.Store
-	groups *kgroup.Coordinator
-	txns   *ktxn.Coordinator
-	quotas *quotaManager
-	stats  Stats
+	cfg       Config
+	log       *slog.Logger
+	store     *kstore.Store
+	groups    *kgroup.Coordinator
+	txns      *ktxn.Coordinator
+	consumers *kconsumer.Coordinator
+	quotas    *quotaManager
+	stats     Stats
 
 	advHost string
 	advPort int32
@@ -210,6 +218,8 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		stopping:  make(chan struct{}),
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
+	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
+		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
 	// Load transactions and finish any whose outcome was decided before a
@@ -217,10 +227,12 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		s.consumers.Close()
 		_ = st.Close(sctx)
 		return nil, err
 	}
 	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.consumers.Close()
 		s.txns.Close()
 		_ = st.Close(sctx)
 		return nil, err
@@ -322,6 +334,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.consumers.Close()
 	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
