@@ -15,8 +15,9 @@ package adminapi
 
 import "time"
 
-// Health is the body of GET /healthz. Status is "ok" while serving and
-// "draining" (with HTTP 503) once shutdown began.
+// Health is the body of GET /healthz. Status is "ok" while serving,
+// "degraded" (still HTTP 200; see Degraded) while a storage component cannot
+// write, and "draining" (with HTTP 503) once shutdown began.
 type Health struct {
 	Status string `json:"status"`
 	// Durable is false when the storage backend keeps data in memory only
@@ -35,6 +36,23 @@ type Health struct {
 	// address it is bound to.
 	Listeners map[string]string `json:"listeners"`
 	StartedAt time.Time         `json:"startedAt"`
+	// Degraded lists the storage components that cannot make appends
+	// durable right now (a full disk, an unreachable object store or
+	// metadata store); Status is then "degraded". The answer stays HTTP 200:
+	// reads and everything else keep working, appends fail with a retriable
+	// error, and the components recover by themselves once the cause
+	// clears.
+	Degraded []DegradedComponent `json:"degraded,omitempty"`
+}
+
+// DegradedComponent is one storage component that cannot write.
+type DegradedComponent struct {
+	// Component is "metadata", "objectwal" or "bookkeeper".
+	Component string `json:"component"`
+	// Reason is the last error seen.
+	Reason string `json:"reason"`
+	// Since is when the degraded period began.
+	Since time.Time `json:"since"`
 }
 
 // StorageBackend describes one store the server runs on. It never carries
@@ -226,6 +244,29 @@ type RebuildIndexResult struct {
 	Scanned int `json:"scanned"`
 	// Rebuilt counts index entries written from scanned runs.
 	Rebuilt int `json:"rebuilt"`
+}
+
+// KafkaScramUser is one Kafka user with SCRAM credentials
+// (GET /v1/kafka/scram-users). Salts and keys are never returned.
+type KafkaScramUser struct {
+	User        string                     `json:"user"`
+	Credentials []KafkaScramCredentialInfo `json:"credentials"`
+}
+
+// KafkaScramCredentialInfo names one credential of a user.
+type KafkaScramCredentialInfo struct {
+	Mechanism  string `json:"mechanism"`
+	Iterations int    `json:"iterations"`
+}
+
+// SetKafkaScramRequest is the body of PUT /v1/kafka/scram-users/{user}:
+// the server salts the password (random salt), stores only the derived
+// keys and forgets the password. Mechanism defaults to SCRAM-SHA-256 and
+// Iterations to 8192.
+type SetKafkaScramRequest struct {
+	Mechanism  string `json:"mechanism,omitempty"`
+	Password   string `json:"password"`
+	Iterations int    `json:"iterations,omitempty"`
 }
 
 // GCStatus is the body of GET /v1/gc and POST /v1/gc/run: the last GC pass

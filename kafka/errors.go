@@ -63,7 +63,8 @@ func errorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, stream.ErrUnsupportedProfile), errors.Is(err, kstore.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, stream.ErrStreamSealed), errors.Is(err, stream.ErrCorrupt), errors.Is(err, stream.ErrClosed):
+	case errors.Is(err, stream.ErrStreamSealed), errors.Is(err, stream.ErrCorrupt), errors.Is(err, stream.ErrClosed),
+		errors.Is(err, stream.ErrStorageUnavailable): // retriable: the WAL recovers by itself
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, kbatch.ErrCorrupt):
 		return kerr.CorruptMessage.Code

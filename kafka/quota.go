@@ -15,6 +15,7 @@ package kafka
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,7 +209,7 @@ func (r *rateSensor) rate(now time.Time) (float64, time.Duration) {
 
 // principalName is the quota user of a request: the authenticated
 // principal, or Kafka's ANONYMOUS without authentication.
-func (r *request) principalName() string { return "ANONYMOUS" }
+func (r *request) principalName() string { return strings.TrimPrefix(r.principal(), "User:") }
 
 // throttleConn stops reading the connection for d (KIP-219 muting).
 func (c *conn) throttleConn(d time.Duration) {
@@ -240,9 +241,11 @@ func (c *conn) waitThrottle() {
 	}
 }
 
-// throttleProduce records a produce's bytes and throttles its client.
-func (r *request) throttleProduce(bytes int) int32 {
-	d := r.s.quotas.record(r.ctx, kstore.QuotaProducerByteRate, r.principalName(), r.hdr.clientID, bytes)
+// throttleProduce records a produce's bytes and throttles its client. user
+// is r.principalName() taken on the reader goroutine (the connection's
+// authentication state belongs to it).
+func (r *request) throttleProduce(user string, bytes int) int32 {
+	d := r.s.quotas.record(r.ctx, kstore.QuotaProducerByteRate, user, r.hdr.clientID, bytes)
 	if d <= 0 {
 		return 0
 	}

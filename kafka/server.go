@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kconsumer"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
@@ -107,6 +108,10 @@ type Config struct {
 	// its key, version and handling latency (for metrics).
 	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
 
+	// Security is authentication (SASL) and authorization; the zero
+	// value authenticates nobody and allows everything.
+	Security SecurityConfig
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -139,6 +144,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Security.setDefaults()
 }
 
 // Stats are cumulative counters, safe to read at any time.
@@ -155,6 +161,8 @@ type Stats struct {
 	FetchedBytes       atomic.Int64
 	DuplicateBatches   atomic.Int64
 	GroupRebalances    atomic.Int64
+	AuthSuccesses      atomic.Int64 // SASL authentications (incl. re-authentications)
+	AuthFailures       atomic.Int64 // failed or refused SASL exchanges
 	OffsetCommits      atomic.Int64
 	requestsByKey      [128]atomic.Int64
 	requestLatencySumN [128]atomic.Int64 // nanoseconds
@@ -177,6 +185,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	store     *kstore.Store
+	auth      *kauth.Store
 	groups    *kgroup.Coordinator
 	txns      *ktxn.Coordinator
 	consumers *kconsumer.Coordinator
@@ -209,6 +218,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: st,
+		auth:  kauth.New(meta),
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
 			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
 		advHost:   cfg.AdvertisedHost,

@@ -95,7 +95,7 @@ func errorCode(err error) adminapi.Code {
 		return adminapi.CodeUnknownProducer
 	case errors.Is(err, stream.ErrCorrupt):
 		return adminapi.CodeCorrupt
-	case errors.Is(err, stream.ErrClosed):
+	case errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrStorageUnavailable):
 		return adminapi.CodeUnavailable
 	}
 	return adminapi.CodeInternal

@@ -123,6 +123,8 @@ type Config struct {
 	AddrFile string
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
+	// Security is authentication and authorization (security.go).
+	Security
 	// Lifecycle holds the materialization, retention-protection and GC
 	// settings (lifecycle_settings.go).
 	Lifecycle LifecycleSettings
@@ -145,6 +147,7 @@ func DefaultConfig() Config {
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
 		Tuning:          DefaultTuning(),
+		Security:        defaultSecurity(),
 		Lifecycle:       DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
@@ -206,6 +209,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Security.validate()...)
 	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)
 }

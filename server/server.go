@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -75,6 +76,8 @@ type Server struct {
 	// tls serves every TLS listener's certificate (nil without TLS).
 	tls       *listener.Source
 	stopWatch context.CancelFunc
+	// tokens validates JWT bearer credentials (nil without a token key).
+	tokens *authtoken.Validator
 
 	startedAt time.Time
 	draining  atomic.Bool
@@ -133,7 +136,10 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// ContinueOnError: a collector that cannot reach a store (the per-stream
+	// listing while etcd is down) must not turn the whole scrape into a 500
+	// exactly when nereus_storage_degraded matters most.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 	s.api.routes(mux)
 	s.consoleRoutes(mux)
 
@@ -148,6 +154,11 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		feSpecs = append(feSpecs, ls)
 		for _, l := range ls {
 			needTLS = needTLS || l.Security.TLS
+		}
+	}
+	if tc := cfg.TokenConfig(); tc.Configured() {
+		if s.tokens, err = authtoken.New(tc); err != nil {
+			return nil, err
 		}
 	}
 	if needTLS {
@@ -206,7 +217,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	for _, rf := range s.frontends {
 		fe, err := rf.spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", rf.spec.Name), Registerer: s.reg, Addr: rf.listeners[0].Addr(),
-			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls})
+			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls, Tokens: s.tokens})
 		if err != nil {
 			return nil, fmt.Errorf("%s front end: %w", rf.spec.Name, err)
 		}
@@ -332,6 +343,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt,
 		ObjectStore: s.storage.ObjectStoreInfo, Metadata: s.storage.MetadataInfo}
 	status := http.StatusOK
+	if hr, ok := s.storage.Storage.(storageHealth); ok {
+		for _, c := range hr.Health() {
+			if c.Degraded {
+				h.Status = "degraded"
+				h.Degraded = append(h.Degraded, adminapi.DegradedComponent{Component: c.Component, Reason: c.Reason, Since: c.Since})
+			}
+		}
+	}
 	if s.draining.Load() {
 		h.Status, status = "draining", http.StatusServiceUnavailable
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/bookkeeper"
+	"github.com/nereusstream/nereus-go/bookkeeper/proto"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -26,8 +28,12 @@ func TestTuningDefaultsMatchPackages(t *testing.T) {
 	}
 	b := d.bookKeeperConfig(bkwal.Config{})
 	if b.EnsembleSize != 3 || b.WriteQuorum != 2 || b.AckQuorum != 2 || b.MaxLedgerEntries != 100000 ||
-		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour {
+		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour || b.OpTimeout != 60*time.Second || b.ReaderCache != 256 {
 		t.Errorf("BookKeeper tuning %+v differs from bkwal.Config defaults", b)
+	}
+	bc := d.bookKeeperClientConfig(bookkeeper.Config{})
+	if bc.AddTimeout != 5*time.Second || bc.RequestTimeout != 5*time.Second || bc.MaxFrameSize != proto.DefaultMaxFrameSize {
+		t.Errorf("BookKeeper client tuning %+v differs from bookkeeper.Config defaults", bc)
 	}
 }
 

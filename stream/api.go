@@ -20,17 +20,22 @@ type Profile uint8
 const (
 	// ProfileUnspecified selects the default (ObjectWALAsyncObject).
 	ProfileUnspecified Profile = iota
-	// BookKeeperWALOnly: ack = bookie ack quorum + head CAS.
+	// BookKeeperWALOnly: ack = bookie ack quorum + head CAS. Never
+	// materialized: ledgers go when retention trims them.
 	BookKeeperWALOnly
-	// BookKeeperWALSyncObject: ack also waits for a visible object generation.
+	// BookKeeperWALSyncObject: ack also waits for a published object
+	// generation covering the append (consumers may read the BookKeeper
+	// copy meanwhile: visibility is still the head).
 	BookKeeperWALSyncObject
 	// BookKeeperWALAsyncObject: ack = BookKeeper durable + head CAS; objects
 	// are built in the background.
 	BookKeeperWALAsyncObject
 	// ObjectWALSyncObject: ack = object WAL durable + head CAS + the offset
-	// index entry that makes the range visible on the read path.
+	// index entry that makes the range visible on the read path; objects
+	// are built in the background.
 	ObjectWALSyncObject
-	// ObjectWALAsyncObject: ack = object WAL durable + head CAS. The default.
+	// ObjectWALAsyncObject: ack = object WAL durable + head CAS; objects are
+	// built in the background. The default.
 	ObjectWALAsyncObject
 )
 

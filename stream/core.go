@@ -123,6 +123,9 @@ type Core struct {
 	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
+	// metaHealth: whether commit rounds reach the metadata store.
+	metaHealth healthTracker
+	walFailLog logLimiter
 
 	// lastRetention and retentionRunning belong to the maintenance tick;
 	// background counts its asynchronous work (retention passes).

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -685,6 +687,21 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 
 // --- orphan generation objects ---
 
+// genOfObjectKey parses the generation number out of a genObjectKey.
+func genOfObjectKey(key string) (uint64, bool) {
+	i := strings.LastIndex(key, "-g")
+	if i < 0 {
+		return 0, false
+	}
+	rest := key[i+2:]
+	j := strings.IndexByte(rest, '-')
+	if j < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest[:j], 10, 64)
+	return n, err == nil
+}
+
 // needsOrphanSweep reports whether stream id's generation objects should be
 // listed this pass: once per process lifetime (a crash may have left an
 // object that no record names) and after a materialization failure.
@@ -776,6 +793,14 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
 	grace := c.cfg.Lifecycle.GCGrace
 	for _, info := range orphans {
+		if gen, ok := genOfObjectKey(info.Key); !ok || gen >= h.NextGen {
+			// A task builds generation NextGen and publishes it only by a
+			// CAS that requires gen >= NextGen: an unnamed object at or
+			// above it may still be published; one below it never can.
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced; a materialization task may still publish it"})
+			c.markOrphanSweep(h.ID)
+			continue
+		}
 		if age := c.rt.now().Sub(info.ModTime); age < grace {
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
 			c.markOrphanSweep(h.ID)

@@ -38,16 +38,35 @@ func (c *Core) maintenanceTick() {
 		return
 	}
 	c.lastRetention = now
-	c.background.Add(1)
-	c.rt.goFunc(func() {
-		defer c.background.Done()
+	if !c.goBackground(func() {
 		defer c.retentionRunning.Store(false)
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
 		defer cancel()
 		if err := c.retentionPass(rctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("retention pass failed", "err", err)
 		}
+	}) {
+		c.retentionRunning.Store(false)
+	}
+}
+
+// goBackground runs f as background work (Close waits for it) unless the
+// core is closing. Checking closed under c.mu, which Close sets before it
+// waits, keeps every background.Add ordered before that Wait: a tick that
+// fires during Close must not Add to a WaitGroup being waited on.
+func (c *Core) goBackground(f func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
+	c.rt.goFunc(func() {
+		defer c.background.Done()
+		f()
 	})
+	return true
 }
 
 func (c *Core) renewSessions() {

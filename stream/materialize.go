@@ -50,7 +50,6 @@ type materializer struct {
 	urgent     map[ID]bool      // streams with appends waiting for a generation
 	firstSeen  map[ID]time.Time // when unmaterialized data at the current frontier was first seen
 	frontierAt map[ID]int64     // the frontier firstSeen refers to
-	wg         sync.WaitGroup
 }
 
 func newMaterializer(c *Core) *materializer {
