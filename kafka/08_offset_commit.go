@@ -57,7 +57,7 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 	} else if c, ok := r.s.consumers.CheckCommit(req.Group, member, gen); ok {
 		code = c // a KIP-848 group: generation is the member epoch
 	} else {
-		r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+		err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 			switch {
 			case g != nil:
 				code = g.CommitCheck(member, gen)
@@ -65,6 +65,9 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 				code = kerr.UnknownMemberID.Code
 			}
 		})
+		if err != nil {
+			code = groupErrorCode(err)
+		}
 	}
 	var commits []kstore.OffsetCommit
 	var slots []*kmsg.OffsetCommitResponseTopicPartition

@@ -219,10 +219,11 @@ const pages = {
     }
     const rows = all.map((s) => [
       `<a href="#/stream/${encodeURIComponent(s.name)}">${esc(s.name)}</a>`, esc(s.profile), esc(s.state),
-      fmtNum(s.startOffset), fmtNum(s.endOffset), fmtNum(s.endOffset - s.startOffset), esc(fmtBytes(s.committedBytes)),
-      esc(retention(s.retention)), s.session ? esc(s.session.writerId) + " e" + esc(s.session.epoch) : '<span class="muted">—</span>']);
+      fmtNum(s.startOffset), fmtNum(s.endOffset), fmtNum(s.endOffset - s.startOffset), esc(fmtBytes(s.retainedBytes)),
+      fmtNum(s.materializedThrough || 0), esc(retention(s.retention)),
+      s.session ? esc(s.session.writerId) + " e" + esc(s.session.epoch) : '<span class="muted">—</span>']);
     return `<h1>Streams <span class="muted">(${all.length})</span></h1>
-      ${table(["name", "profile", "state", "start", "end (head)", "readable", "committed bytes", "retention", "session"], rows, [3, 4, 5, 6])}`;
+      ${table(["name", "profile", "state", "start", "end (head)", "readable", "size (retained)", "in generations below", "retention", "session"], rows, [3, 4, 5, 6, 7])}`;
   },
 
   async stream(name) {
@@ -244,7 +245,9 @@ const pages = {
         <dt>head (committed end)</dt><dd>${fmtNum(s.endOffset)}</dd>
         <dt>start (trim point)</dt><dd>${fmtNum(s.startOffset)}</dd>
         <dt>readable offsets</dt><dd>${fmtNum(s.endOffset - s.startOffset)}</dd>
+        <dt>size (retained bytes)</dt><dd>${esc(fmtBytes(s.retainedBytes))}</dd>
         <dt>committed bytes (ever)</dt><dd>${esc(fmtBytes(s.committedBytes))}</dd>
+        <dt>generations</dt><dd>${s.materializedThrough > s.startOffset ? "offsets [" + fmtNum(s.startOffset) + ", " + fmtNum(s.materializedThrough) + ") served by generations (read-optimized objects); the rest by the WAL" : "none yet: every offset is served by the WAL"}</dd>
         <dt>retention</dt><dd>${esc(retention(s.retention))}</dd>
         <dt>session</dt><dd>${s.session ? "epoch " + esc(s.session.epoch) + ", writer " + esc(s.session.writerId) + ", expires " + esc(new Date(s.session.expires).toLocaleString()) : "none"}</dd>
         <dt>created</dt><dd>${esc(new Date(s.createdAt).toLocaleString())}</dd>
@@ -335,8 +338,10 @@ const pages = {
     const bk = f.nereus_bkwal_adds_total !== undefined;
     const bkRun = f.nereus_bkwal_run_write_duration_seconds;
     const bkAvg = bkRun && bkRun.series[0] && bkRun.series[0].value ? (bkRun.series[0].sum / bkRun.series[0].value) * 1000 : undefined;
+    let gc;
+    try { gc = await getJSON("/v1/gc"); } catch (e) { gc = { error: e.message }; }
     const bySum = (name, label) => (f[name] || { series: [] }).series.filter((s) => s.value > 0).map((s) => esc(s.labels[label]) + " " + fmtNum(s.value)).join(", ") || "none";
-    return `<h1>WAL &amp; storage</h1>
+    return `<h1>WAL, generations &amp; GC</h1>
       <h2>Object WAL</h2>
       <div class="cards">
         ${card("records committed", fmtNum(v("nereus_wal_producer_records_total")))}
@@ -362,10 +367,33 @@ const pages = {
         ${card("rollovers", esc(bySum("nereus_bkwal_rollovers_total", "reason")))}
         ${card("taints", esc(bySum("nereus_bkwal_taints_total", "cause")))}
       </div>` : '<p class="muted">not enabled on this node (start with --bookkeeper-zk)</p>'}
+      <h2>Generations and GC</h2>
+      ${gcHTML(gc)}
       <h2>Live</h2>
       ${chartsHTML(["c-wal", "c-objects"])}`;
   },
 };
+
+function gcHTML(gc) {
+  if (gc.error) return `<p class="muted">GC status unavailable: ${esc(gc.error)}</p>`;
+  const st = gc.stats || {};
+  const mode = gc.disabled ? '<span class="pill bad">disabled</span>' : gc.dryRun ? '<span class="pill">dry run</span>' : '<span class="pill ok">on</span>';
+  const last = gc.lastPass && !gc.lastPass.startsWith("0001") ? new Date(gc.lastPass).toLocaleString() + " (" + fmtNum(gc.durationMs) + " ms)" : "not yet";
+  return `<div class="cards">
+      ${card("GC", mode)}
+      ${card("last pass", esc(last))}
+      ${card("passes / errors", fmtNum(st.passes) + " / " + fmtNum(st.errors))}
+      ${card("kept for now", fmtNum(gc.pendingCount) + " (" + esc(fmtBytes(gc.pendingBytes)) + ")")}
+      ${card("deleted", esc(fmtBytes(st.deletedBytes)) + " · " + fmtNum(st.deletedSegments) + " segments, " + fmtNum(st.deletedLedgers) + " ledgers, " + fmtNum(st.deletedGenerationObjects) + " generations")}
+      ${card("generations published", fmtNum(st.generationsPublished) + " (" + esc(fmtBytes(st.materializedBytes)) + ")")}
+      ${card("materialization lag", esc(fmtBytes(st.materializeLagBytes)) + " · " + fmtNum(st.materializeLagSeconds) + " s")}
+      ${card("retention trims", fmtNum(st.retentionTrims))}
+    </div>
+    <h2>Kept by GC, and why <span class="muted">(sample)</span></h2>
+    ${table(["kind", "unit", "bytes", "reason"], (gc.pending || []).slice(0, 20).map((p) => [esc(p.kind), "<code>" + esc(p.unit) + "</code>", esc(fmtBytes(p.bytes || 0)), esc(p.reason)]), [2])}
+    <h2>Recent deletions</h2>
+    ${table(["time", "kind", "unit", "bytes", "reason"], (gc.recent || []).slice(-20).reverse().map((e) => [esc(new Date(e.time).toLocaleString()), esc(e.kind) + (e.dryRun ? " (dry run)" : ""), "<code>" + esc(e.unit) + "</code>", esc(fmtBytes(e.bytes || 0)), esc(e.reason)]), [3])}`;
+}
 
 // ---- router ----
 

@@ -113,12 +113,12 @@ func TestConsolePages(t *testing.T) {
 		want       []string
 	}{
 		{"overview", "#/", []string{"Overview", h.NodeID, "kafka serving", "pulsar serving", "Live throughput", "Stream commits"}},
-		{"streams", "#/streams", []string{restStream, "kafka/payments/0", "OBJECT_WAL_ASYNC_OBJECT", "time 1h"}},
+		{"streams", "#/streams", []string{restStream, "kafka/payments/0", "OBJECT_WAL_ASYNC_OBJECT", "time 1h", "in generations below"}},
 		{"stream", "#/stream/" + strings.ReplaceAll(restStream, "/", "%2F"), []string{"Stream " + restStream,
-			"head (committed end)", fmt.Sprint(restEntries), "order-4", "time 1h, bytes unlimited"}},
+			"head (committed end)", fmt.Sprint(restEntries), "order-4", "time 1h, bytes unlimited", "size (retained bytes)", "generations"}},
 		{"kafka", "#/kafka", []string{kafkaTopic, kafkaGroup, "kafka/" + kafkaTopic + "/2"}},
 		{"pulsar", "#/pulsar", []string{pulsarTopic, pulsarSub}},
-		{"wal", "#/wal", []string{"Object WAL", "segments uploaded", "Object store calls", "put"}},
+		{"wal", "#/wal", []string{"Object WAL", "segments uploaded", "Object store calls", "put", "Generations and GC", "passes / errors", "Recent deletions"}},
 	}
 	if withBK {
 		pages[1].want = append(pages[1].want, bkStream, "BOOKKEEPER_WAL_ONLY")
