@@ -270,7 +270,8 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
 		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
-		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval,
+		Owns: func(id string) bool { return node.Owns(cluster.TxnKey(id)) }})
 	// Load transactions and finish any whose outcome was decided before a
 	// crash, before the first client can read a partition they touch.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -298,12 +299,20 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 
 // followCluster hands over the groups this broker stops coordinating at
 // every cluster change (their members are told NOT_COORDINATOR and find
-// the new coordinator, which resumes the stored group).
+// the new coordinator, which resumes the stored group), and moves
+// transaction coordination the same way (ktxn.Reconcile: ids no longer
+// owned are forgotten, newly owned ones loaded and their decided
+// transactions completed).
 func (s *Server) followCluster() {
 	defer close(s.watchDone)
 	for {
 		ch := s.cluster.Changes()
 		s.groups.Reconcile()
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.txns.Reconcile(rctx); err != nil {
+			s.log.Warn("kafka: reloading transactions after a cluster change failed", "err", err)
+		}
+		cancel()
 		select {
 		case <-ch:
 		case <-s.stopWatch:
