@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/kafka/kacl"
 	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kconsumer"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
@@ -210,6 +211,10 @@ type Server struct {
 	stopWatch  chan struct{}
 	stopOnce   sync.Once
 	watchDone  chan struct{}
+	// authz and acls are nil without Security.Authorizer.
+	authz        *kacl.Authorizer
+	acls         *kauth.ACLs
+	stopACLWatch context.CancelFunc
 
 	advHost string
 	advPort int32
@@ -292,6 +297,24 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 			_ = node.Close()
 		}
 		return nil, err
+	}
+	if cfg.Security.Authorizer {
+		s.authz = kacl.New(kacl.Config{SuperUsers: cfg.Security.SuperUsers, AllowIfNoACL: cfg.Security.AllowEveryoneIfNoACL})
+		s.acls = s.auth.NewACLs(s.authz, cfg.Logger)
+		// The ACL set is loaded before the first request is authorized;
+		// a store that cannot answer fails start-up (serving with an
+		// empty set would deny or allow on no evidence).
+		if err := s.acls.Load(sctx); err != nil {
+			s.txns.Close()
+			_ = st.Close(sctx)
+			if own {
+				_ = node.Close()
+			}
+			return nil, fmt.Errorf("nereus/kafka: loading ACLs: %w", err)
+		}
+		wctx, wcancel := context.WithCancel(context.Background())
+		s.stopACLWatch = wcancel
+		go s.acls.Watch(wctx)
 	}
 	go s.followCluster()
 	return s, nil
@@ -391,6 +414,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing {
 		s.closing = true
 		close(s.stopping)
+		if s.stopACLWatch != nil {
+			s.stopACLWatch()
+		}
 	}
 	for ln := range s.listeners {
 		_ = ln.Close()

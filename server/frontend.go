@@ -159,6 +159,10 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 			SASLMechanisms: d.Config.kafkaMechanisms(),
 			Tokens:         d.Tokens,
 			MaxReauth:      d.Config.KafkaMaxReauth,
+
+			Authorizer:           d.Config.KafkaAuthorizer,
+			SuperUsers:           d.Config.kafkaSuperUsers(),
+			AllowEveryoneIfNoACL: d.Config.KafkaAllowEveryoneIfNoACL,
 		},
 	}, d.Storage, d.Metadata)
 	if err != nil {

@@ -201,9 +201,13 @@ const pages = {
         ${card("owned streams (append sessions here)", owned === undefined ? "—" : fmtNum(owned))}
         ${card("started", esc(new Date(h.startedAt).toLocaleString()))}
       </div>
-      <h2>Brokers</h2>
-      ${table(["node", "status", "front ends", "listeners"], [[esc(h.nodeId) + ' <span class="muted">(this node)</span>',
+      ${(h.degraded || []).length ? `<h2 class="err">Degraded storage components</h2>
+        <p class="muted">Appends fail with a retriable error until the component recovers by itself; reads keep working.</p>
+        ${table(["component", "since", "last error"], h.degraded.map((d) => [esc(d.component), esc(new Date(d.since).toLocaleString()), esc(d.reason)]))}` : ""}
+      <h2>This node</h2>
+      ${table(["node", "status", "front ends", "listeners"], [[esc(h.nodeId),
         `<span class="pill ${h.status === "ok" ? "ok" : "bad"}">${esc(h.status)}</span>`, up || '<span class="muted">none</span>', listeners]])}
+      ${await clusterHTML()}
       <h2>Live throughput</h2>
       ${chartsHTML(["c-commit", "c-appends", "c-kafka", "c-pulsar"])}`;
   },
@@ -223,7 +227,7 @@ const pages = {
       fmtNum(s.materializedThrough || 0), esc(retention(s.retention)),
       s.session ? esc(s.session.writerId) + " e" + esc(s.session.epoch) : '<span class="muted">—</span>']);
     return `<h1>Streams <span class="muted">(${all.length})</span></h1>
-      ${table(["name", "profile", "state", "start", "end (head)", "readable", "size (retained)", "in generations below", "retention", "session"], rows, [3, 4, 5, 6, 7])}`;
+      ${table(["name", "profile", "state", "start", "end (head)", "readable", "size (retained)", "in generations below", "retention", "owner (append session)"], rows, [3, 4, 5, 6, 7])}`;
   },
 
   async stream(name) {
@@ -373,6 +377,27 @@ const pages = {
       ${chartsHTML(["c-wal", "c-objects"])}`;
   },
 };
+
+// clusterHTML renders GET /v1/cluster: every registered broker, its state,
+// session, Kafka broker id, endpoints and the streams it is assigned and
+// holds (ownership), over up to 1000 scanned streams.
+async function clusterHTML() {
+  let c;
+  try { c = await getJSON("/v1/cluster?limit=1000"); } catch (e) {
+    return `<h2>Brokers</h2><p class="muted">cluster status unavailable: ${esc(e.message)}</p>`;
+  }
+  const flags = (c.isolated ? ' <span class="pill bad">this node is isolated from the metadata store</span>' : "") +
+    (c.leaving ? ' <span class="pill">this node is leaving</span>' : "");
+  const rows = (c.brokers || []).map((b) => [
+    esc(b.nodeId) + (b.self ? ' <span class="muted">(this node)</span>' : ""), fmtNum(b.kafkaBrokerId),
+    `<span class="pill ${b.state === "active" ? "ok" : ""}">${esc(b.state)}</span>`, esc(b.rack || ""),
+    fmtNum(Math.round(b.sessionAgeSeconds)) + " s / ttl " + fmtNum(b.sessionTtlSeconds) + " s",
+    fmtNum(b.assignedStreams), fmtNum(b.heldStreams),
+    (b.endpoints || []).map((e) => esc(e.protocol + (e.listener ? ":" + e.listener : "")) + " <code>" + esc(e.address) + "</code>" + (e.tls ? " (TLS)" : "")).join("<br>")]);
+  return `<h2>Brokers <span class="muted">(${(c.brokers || []).length})</span>${flags}</h2>
+    ${table(["node", "Kafka broker id", "state", "rack", "session age", "assigned streams", "held streams", "endpoints"], rows, [1, 5, 6])}
+    <p class="muted">Ownership over ${fmtNum(c.streams)} scanned streams${c.truncated ? " (more exist)" : ""}; ${fmtNum(c.unowned)} without a live append session.</p>`;
+}
 
 function gcHTML(gc) {
   if (gc.error) return `<p class="muted">GC status unavailable: ${esc(gc.error)}</p>`;

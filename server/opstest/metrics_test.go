@@ -20,6 +20,7 @@ import (
 // layer that lands metrics adds its families here (and, if operators
 // should see them, a panel to docs/grafana/nereus-dashboard.json).
 var families = map[string][]string{
+	"health": {"nereus_storage_degraded", "nereus_storage_degraded_seconds", "nereus_storage_recoveries_total"},
 	"process": {"go_goroutines", "process_resident_memory_bytes", "nereus_build_info", "nereus_storage_durable",
 		"nereus_storage_backend_info", "nereus_draining", "nereus_frontend_up"},
 	"admin http": {"nereus_admin_http_requests_total", "nereus_admin_http_request_duration_seconds",
