@@ -48,7 +48,7 @@ func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all,
 	if !r.s.groups.Owns(group) {
 		return nil, kerr.NotCoordinator.Code
 	}
-	offs, err := r.s.store.FetchOffsets(r.ctx, group)
+	offs, err := r.s.store.FetchOffsetsFor(r.ctx, group, topics)
 	if err != nil {
 		return nil, errorCode(err)
 	}

@@ -124,6 +124,11 @@ type Config struct {
 
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// Projection, if set, serves the Kafka topics it claims through
+	// another storage boundary: KoP, Pulsar topics addressed as
+	// persistent://tenant/namespace/topic (see kstore.Projection).
+	Projection kstore.Projection
 }
 
 func (c *Config) setDefaults() {
@@ -246,7 +251,8 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		}
 		own = true
 	}
-	st, err := kstore.New(storage, meta, kstore.Config{Cluster: node, Logger: cfg.Logger, Now: cfg.Now})
+	st, err := kstore.New(storage, meta, kstore.Config{Cluster: node, Logger: cfg.Logger, Now: cfg.Now,
+		Projection: cfg.Projection})
 	if err != nil {
 		if own {
 			_ = node.Close()
