@@ -199,7 +199,8 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
-		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		MaxTransactionTimeout:       d.Config.KafkaTransactionMaxTimeout,
+		ConsumerGroupSessionTimeout: d.Config.KafkaConsumerSessionTimeout, ConsumerGroupHeartbeatInterval: d.Config.KafkaConsumerHeartbeatInterval,
 		Security: kafka.SecurityConfig{
 			SASLMechanisms: d.Config.kafkaMechanisms(),
 			Tokens:         d.Tokens,
