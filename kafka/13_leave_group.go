@@ -25,7 +25,7 @@ func init() { regKey(13, 0, 5, handleLeaveGroup) }
 func handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 		if req.Version < 3 {
 			if g == nil {
 				resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -37,13 +37,20 @@ func handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		for _, m := range req.Members {
 			rm := kmsg.NewLeaveGroupResponseMember()
 			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
-			if g == nil {
+			switch {
+			case g == nil:
 				rm.ErrorCode = kerr.UnknownMemberID.Code
-			} else {
+			case m.InstanceID != nil && *m.InstanceID != "":
+				rm.ErrorCode = g.LeaveInstance(now, m.MemberID, *m.InstanceID)
+			default:
 				rm.ErrorCode = g.Leave(now, m.MemberID)
 			}
 			resp.Members = append(resp.Members, rm)
 		}
 	})
+	if err != nil {
+		resp.ErrorCode = groupErrorCode(err)
+		resp.Members = nil
+	}
 	return resp, nil, nil
 }

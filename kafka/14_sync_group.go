@@ -30,14 +30,25 @@ func handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.SyncGroupRequest)
 	reply := make(chan *kmsg.SyncGroupResponse, 1)
 	var imm *kmsg.SyncGroupResponse
-	r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 		if g == nil {
 			imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
 			imm.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
+		if req.Version >= 3 {
+			if c := g.CheckInstance(req.MemberID, req.InstanceID); c != 0 {
+				imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
+				imm.ErrorCode = c
+				return
+			}
+		}
 		imm = g.Sync(now, req, reply)
 	})
+	if err != nil {
+		imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
+		imm.ErrorCode = groupErrorCode(err)
+	}
 	if imm != nil {
 		return imm, nil, nil
 	}

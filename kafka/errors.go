@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
@@ -78,6 +79,12 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, kstore.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
+	case errors.Is(err, kstore.ErrUnknownPayloadFormat):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, kstore.ErrRecordTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, kstore.ErrNotOnProjected):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, kstore.ErrConflict):
 		return kerr.RequestTimedOut.Code
 	default:
@@ -105,4 +112,14 @@ func errorMessage(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// groupErrorCode maps a group coordinator error (kgroup.Coordinator.Do):
+// another broker coordinates the group → NOT_COORDINATOR (the client looks
+// it up again); its stored state could not be read → COORDINATOR_NOT_AVAILABLE.
+func groupErrorCode(err error) int16 {
+	if errors.Is(err, kgroup.ErrNotCoordinator) {
+		return kerr.NotCoordinator.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
 }

@@ -35,7 +35,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/kafka/kacl"
 	"github.com/nereusstream/nereus-go/kafka/kauth"
+	"github.com/nereusstream/nereus-go/kafka/kconsumer"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -56,15 +59,23 @@ type Config struct {
 	// wildcard bind the address the client reached).
 	AdvertisedHost string
 	AdvertisedPort int32
-	// NodeID is this broker's id (default 1).
+	// Cluster is this broker's cluster membership: the other brokers,
+	// partition leadership and group coordination come from it, and it
+	// holds the append sessions. Nil: the server joins a cluster of its own
+	// on the given metadata store (one broker owning everything), with
+	// NodeID as its broker id and WriterID as its node id.
+	Cluster *cluster.Node
+	// NodeID is this broker's id (default: the cluster's Kafka broker id
+	// of this node, or 1 without a cluster).
 	NodeID int32
 	// ClusterID is the stable cluster id reported in Metadata (default
 	// "nereus-cluster").
 	ClusterID string
 	// Logger receives connection and error logs (default slog.Default()).
 	Logger *slog.Logger
-	// WriterID names this broker as writer of partition streams (default
-	// "kafka-node-<NodeID>").
+	// WriterID names this broker as writer of partition streams when the
+	// server makes its own cluster (default "kafka-node-<NodeID>"); with a
+	// Cluster, the cluster's node id is the writer.
 	WriterID string
 
 	// MaxRequestBytes bounds a Produce request frame (default 100 MiB,
@@ -97,6 +108,12 @@ type Config struct {
 	MaxTransactionTimeout    time.Duration
 	TransactionCheckInterval time.Duration
 
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are
+	// Kafka's group.consumer.session.timeout.ms (default 45s) and
+	// group.consumer.heartbeat.interval.ms (default 5s) for KIP-848 groups.
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
+
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
 	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
@@ -107,9 +124,17 @@ type Config struct {
 
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// Projection, if set, serves the Kafka topics it claims through
+	// another storage boundary: KoP, Pulsar topics addressed as
+	// persistent://tenant/namespace/topic (see kstore.Projection).
+	Projection kstore.Projection
 }
 
 func (c *Config) setDefaults() {
+	if c.NodeID == 0 && c.Cluster != nil {
+		c.NodeID = c.Cluster.Self().KafkaID
+	}
 	if c.NodeID == 0 {
 		c.NodeID = 1
 	}
@@ -175,14 +200,26 @@ func (st *Stats) RequestsByKey() map[int16][2]int64 {
 
 // Server is a Kafka protocol server over Nereus streams.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *kstore.Store
-	auth   *kauth.Store
-	groups *kgroup.Coordinator
-	txns   *ktxn.Coordinator
-	quotas *quotaManager
-	stats  Stats
+	cfg       Config
+	log       *slog.Logger
+	store     *kstore.Store
+	auth      *kauth.Store
+	groups    *kgroup.Coordinator
+	txns      *ktxn.Coordinator
+	consumers *kconsumer.Coordinator
+	quotas    *quotaManager
+	stats     Stats
+	// cluster is cfg.Cluster, or the one-broker cluster the server made
+	// (ownCluster) and closes at Shutdown.
+	cluster    *cluster.Node
+	ownCluster bool
+	stopWatch  chan struct{}
+	stopOnce   sync.Once
+	watchDone  chan struct{}
+	// authz and acls are nil without Security.Authorizer.
+	authz        *kacl.Authorizer
+	acls         *kauth.ACLs
+	stopACLWatch context.CancelFunc
 
 	advHost string
 	advPort int32
@@ -202,40 +239,115 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		return nil, errors.New("kafka: NewServer needs a stream.Storage and a metadata.Store")
 	}
 	cfg.setDefaults()
-	st, err := kstore.New(storage, meta, kstore.Config{WriterID: cfg.WriterID, Logger: cfg.Logger, Now: cfg.Now})
+	node, own := cfg.Cluster, false
+	if node == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		node, err = cluster.Join(ctx, cluster.Config{Metadata: meta, Storage: storage, NodeID: cfg.WriterID,
+			KafkaBrokerID: cfg.NodeID, Logger: cfg.Logger})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: joining a cluster of one: %w", err)
+		}
+		own = true
+	}
+	st, err := kstore.New(storage, meta, kstore.Config{Cluster: node, Logger: cfg.Logger, Now: cfg.Now,
+		Projection: cfg.Projection})
 	if err != nil {
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		store: st,
-		auth:  kauth.New(meta),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		store:      st,
+		auth:       kauth.New(meta),
+		cluster:    node,
+		ownCluster: own,
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
-			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
+			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now, Store: st.GroupStore(), Logger: cfg.Logger,
+			Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }}),
 		advHost:   cfg.AdvertisedHost,
 		advPort:   cfg.AdvertisedPort,
 		listeners: map[*listener.Bound]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
+		stopWatch: make(chan struct{}),
+		watchDone: make(chan struct{}),
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
+	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
+		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
-		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval,
+		Owns: func(id string) bool { return node.Owns(cluster.TxnKey(id)) }})
 	// Load transactions and finish any whose outcome was decided before a
 	// crash, before the first client can read a partition they touch.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		s.consumers.Close()
 		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
 	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.consumers.Close()
 		s.txns.Close()
 		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
+	if cfg.Security.Authorizer {
+		s.authz = kacl.New(kacl.Config{SuperUsers: cfg.Security.SuperUsers, AllowIfNoACL: cfg.Security.AllowEveryoneIfNoACL})
+		s.acls = s.auth.NewACLs(s.authz, cfg.Logger)
+		// The ACL set is loaded before the first request is authorized;
+		// a store that cannot answer fails start-up (serving with an
+		// empty set would deny or allow on no evidence).
+		if err := s.acls.Load(sctx); err != nil {
+			s.txns.Close()
+			_ = st.Close(sctx)
+			if own {
+				_ = node.Close()
+			}
+			return nil, fmt.Errorf("nereus/kafka: loading ACLs: %w", err)
+		}
+		wctx, wcancel := context.WithCancel(context.Background())
+		s.stopACLWatch = wcancel
+		go s.acls.Watch(wctx)
+	}
+	go s.followCluster()
 	return s, nil
+}
+
+// followCluster hands over the groups this broker stops coordinating at
+// every cluster change (their members are told NOT_COORDINATOR and find
+// the new coordinator, which resumes the stored group), and moves
+// transaction coordination the same way (ktxn.Reconcile: ids no longer
+// owned are forgotten, newly owned ones loaded and their decided
+// transactions completed).
+func (s *Server) followCluster() {
+	defer close(s.watchDone)
+	for {
+		ch := s.cluster.Changes()
+		s.groups.Reconcile()
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.txns.Reconcile(rctx); err != nil {
+			s.log.Warn("kafka: reloading transactions after a cluster change failed", "err", err)
+		}
+		cancel()
+		select {
+		case <-ch:
+		case <-s.stopWatch:
+			return
+		}
+	}
 }
 
 // Stats returns the server's counters.
@@ -308,6 +420,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing {
 		s.closing = true
 		close(s.stopping)
+		if s.stopACLWatch != nil {
+			s.stopACLWatch()
+		}
 	}
 	for ln := range s.listeners {
 		_ = ln.Close()
@@ -331,12 +446,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 		err = ctx.Err()
 	}
+	s.stopOnce.Do(func() { close(s.stopWatch) })
+	<-s.watchDone
 	s.groups.Close()
+	s.consumers.Close()
 	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cerr := s.store.Close(cctx); err == nil {
 		err = cerr
+	}
+	if s.ownCluster {
+		// A cluster of one: hand nothing over, just deregister.
+		if lerr := s.cluster.Leave(cctx); err == nil {
+			err = lerr
+		}
+		_ = s.cluster.Close()
 	}
 	return err
 }

@@ -6,7 +6,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/listener"
+	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -28,6 +30,11 @@ type Config struct {
 	// "internal" (else the first). An endpoint without a host is completed
 	// with the host the client reached.
 	Endpoints []listener.Endpoint
+	// Cluster is this broker's cluster membership: which broker owns
+	// (serves) each topic, and the append sessions of owned topics. Nil:
+	// the server joins a cluster of its own on the given metadata store,
+	// owning every topic.
+	Cluster *cluster.Node
 	// ClusterName names the cluster in generated producer names and admin
 	// answers (default "standalone").
 	ClusterName string
@@ -66,6 +73,11 @@ type Config struct {
 	// redelivery or per-key ordering before it stops reading ahead
 	// (default 5000).
 	MaxReplayEntries int
+	// Ledgers, if set, is the managed-ledger factory to serve topics from
+	// (made by NewLedgers). The server shares it with the KoP projection
+	// so that both hold one append session per stream. Nil: NewServer
+	// makes its own.
+	Ledgers *managedledger.Factory
 }
 
 func (c Config) withDefaults() Config {
