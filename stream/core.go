@@ -108,10 +108,13 @@ type Core struct {
 	metrics   Metrics
 
 	// lastRetention and retentionRunning belong to the maintenance tick;
-	// background counts its asynchronous work (retention passes).
+	// background counts its asynchronous work (retention passes; started
+	// only through startBackground). stopTick cancels the armed tick
+	// (guarded by mu).
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
 	background       sync.WaitGroup
+	stopTick         func() bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -213,6 +216,11 @@ func (c *Core) Close() error {
 		o.drain(ctx)
 	}
 	c.cancel()
+	c.mu.Lock()
+	if c.stopTick != nil {
+		c.stopTick() // a tick already running sees c.ctx cancelled and arms no other
+	}
+	c.mu.Unlock()
 	c.committer.stop()
 	c.committer.failAll()
 	c.background.Wait()

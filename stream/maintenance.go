@@ -16,18 +16,32 @@ import (
 // process holds and enforces retention. A tick never blocks on a single
 // stream: renewals are queued into the commit pipeline, and a retention pass
 // runs asynchronously (one at a time).
+//
+// Ticks keep running while Close drains (renewals keep the leases of
+// draining streams alive) and end when Close cancels c.ctx: Close also
+// stops the armed timer, and a tick already running arms no other (arm
+// checks c.ctx under c.mu, which Close takes after cancelling). Ticks are
+// chained (each arms the next when it is done), so the tick
+// state (lastRetention) is only ever touched by one of them at a time.
 func (c *Core) startMaintenance() {
 	tick := min(c.cfg.SessionTTL/3, time.Second)
 	c.lastRetention = c.rt.now()
 	var loop func()
+	arm := func() {
+		c.mu.Lock()
+		if c.ctx.Err() == nil {
+			c.stopTick = c.rt.afterFunc(tick, loop)
+		}
+		c.mu.Unlock()
+	}
 	loop = func() {
 		if c.ctx.Err() != nil {
 			return
 		}
 		c.maintenanceTick()
-		c.rt.afterFunc(tick, loop)
+		arm()
 	}
-	c.rt.afterFunc(tick, loop)
+	arm()
 }
 
 func (c *Core) maintenanceTick() {
@@ -37,7 +51,10 @@ func (c *Core) maintenanceTick() {
 		return
 	}
 	c.lastRetention = now
-	c.background.Add(1)
+	if !c.startBackground() {
+		c.retentionRunning.Store(false)
+		return
+	}
 	c.rt.goFunc(func() {
 		defer c.background.Done()
 		defer c.retentionRunning.Store(false)
@@ -47,6 +64,23 @@ func (c *Core) maintenanceTick() {
 			c.log.Warn("retention pass failed", "err", err)
 		}
 	})
+}
+
+// startBackground counts one more piece of background work, unless Close
+// has begun (then it reports false and the work must not start). The check
+// and the Add happen under c.mu, where Close sets closed before it waits
+// for background work: so every Add happens before that Wait, as the
+// sync.WaitGroup contract requires (an Add from zero concurrent with Wait
+// may be missed by it, and the race detector reports it as a data race),
+// and no retention pass starts after Close stopped waiting for them.
+func (c *Core) startBackground() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.background.Add(1)
+	return true
 }
 
 func (c *Core) renewSessions() {
