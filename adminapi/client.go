@@ -250,3 +250,40 @@ func (c *Client) Seal(ctx context.Context, name string) (StreamInfo, error) {
 func (c *Client) DeleteStream(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, c.streamPath(name, ""), nil, nil, nil)
 }
+
+// ListKafkaScramUsers returns every Kafka user with SCRAM credentials.
+func (c *Client) ListKafkaScramUsers(ctx context.Context) ([]KafkaScramUser, error) {
+	var out []KafkaScramUser
+	err := c.do(ctx, http.MethodGet, "/v1/kafka/scram-users", nil, nil, &out)
+	return out, err
+}
+
+// SetKafkaScram creates or replaces a user's SCRAM credential.
+func (c *Client) SetKafkaScram(ctx context.Context, user string, req SetKafkaScramRequest) error {
+	return c.do(ctx, http.MethodPut, "/v1/kafka/scram-users/"+url.PathEscape(user), nil, req, nil)
+}
+
+// DeleteKafkaScram removes a user's credential for mechanism ("" removes
+// every mechanism of the user).
+func (c *Client) DeleteKafkaScram(ctx context.Context, user, mechanism string) error {
+	q := url.Values{}
+	if mechanism != "" {
+		q.Set("mechanism", mechanism)
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/kafka/scram-users/"+url.PathEscape(user), q, nil, nil)
+}
+
+// GCStatus returns the answering node's last GC pass, what it keeps and
+// why, and its recent deletions.
+func (c *Client) GCStatus(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodGet, "/v1/gc", nil, nil, &st)
+	return st, err
+}
+
+// RunGC runs one GC pass on the answering node now and returns its report.
+func (c *Client) RunGC(ctx context.Context) (GCStatus, error) {
+	var st GCStatus
+	err := c.do(ctx, http.MethodPost, "/v1/gc/run", nil, nil, &st)
+	return st, err
+}

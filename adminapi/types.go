@@ -75,10 +75,15 @@ type StreamInfo struct {
 	CreatedAt  time.Time         `json:"createdAt"`
 	// Offsets in [StartOffset, EndOffset) are readable; EndOffset is the
 	// offset the next append receives.
-	StartOffset    int64    `json:"startOffset"`
-	EndOffset      int64    `json:"endOffset"`
-	CommittedBytes int64    `json:"committedBytes"`
-	Session        *Session `json:"session,omitempty"`
+	StartOffset    int64 `json:"startOffset"`
+	EndOffset      int64 `json:"endOffset"`
+	CommittedBytes int64 `json:"committedBytes"`
+	// RetainedBytes is the payload size of the readable range.
+	RetainedBytes int64 `json:"retainedBytes"`
+	// MaterializedThrough: offsets below it are served by generations
+	// (read-optimized objects), offsets at and above it by the WAL.
+	MaterializedThrough int64    `json:"materializedThrough"`
+	Session             *Session `json:"session,omitempty"`
 }
 
 // CreateStreamRequest is the body of POST /v1/streams.
@@ -221,4 +226,78 @@ type RebuildIndexResult struct {
 	Scanned int `json:"scanned"`
 	// Rebuilt counts index entries written from scanned runs.
 	Rebuilt int `json:"rebuilt"`
+}
+
+// KafkaScramUser is one Kafka user with SCRAM credentials
+// (GET /v1/kafka/scram-users). Salts and keys are never returned.
+type KafkaScramUser struct {
+	User        string                     `json:"user"`
+	Credentials []KafkaScramCredentialInfo `json:"credentials"`
+}
+
+// KafkaScramCredentialInfo names one credential of a user.
+type KafkaScramCredentialInfo struct {
+	Mechanism  string `json:"mechanism"`
+	Iterations int    `json:"iterations"`
+}
+
+// SetKafkaScramRequest is the body of PUT /v1/kafka/scram-users/{user}:
+// the server salts the password (random salt), stores only the derived
+// keys and forgets the password. Mechanism defaults to SCRAM-SHA-256 and
+// Iterations to 8192.
+type SetKafkaScramRequest struct {
+	Mechanism  string `json:"mechanism,omitempty"`
+	Password   string `json:"password"`
+	Iterations int    `json:"iterations,omitempty"`
+}
+
+// GCStatus is the body of GET /v1/gc and POST /v1/gc/run: the last GC pass
+// of the node that answered, what it keeps and why, and its audit trail.
+type GCStatus struct {
+	DryRun       bool        `json:"dryRun"`
+	Disabled     bool        `json:"disabled"`
+	LastPass     time.Time   `json:"lastPass"`
+	DurationMs   int64       `json:"durationMs"`
+	PendingCount int         `json:"pendingCount"`
+	PendingBytes int64       `json:"pendingBytes"`
+	Pending      []GCPending `json:"pending,omitempty"`
+	Recent       []GCEvent   `json:"recent,omitempty"`
+	Stats        GCStats     `json:"stats"`
+}
+
+// GCPending is one physical unit or record GC keeps for now, and why.
+type GCPending struct {
+	Kind   string `json:"kind"`
+	Unit   string `json:"unit"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// GCEvent is one deletion of the audit trail.
+type GCEvent struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"`
+	Unit   string    `json:"unit"`
+	Bytes  int64     `json:"bytes,omitempty"`
+	Reason string    `json:"reason"`
+	DryRun bool      `json:"dryRun,omitempty"`
+}
+
+// GCStats are the lifecycle counters of the node.
+type GCStats struct {
+	Passes                int64   `json:"passes"`
+	Errors                int64   `json:"errors"`
+	DeletedSegments       int64   `json:"deletedSegments"`
+	DeletedLedgers        int64   `json:"deletedLedgers"`
+	DeletedObjects        int64   `json:"deletedGenerationObjects"`
+	DeletedRecords        int64   `json:"deletedRecords"`
+	DeletedBytes          int64   `json:"deletedBytes"`
+	DeletedStreams        int64   `json:"deletedStreams"`
+	RetentionTrims        int64   `json:"retentionTrims"`
+	Materialized          int64   `json:"generationsPublished"`
+	MaterializedBytes     int64   `json:"materializedBytes"`
+	MaterializeFailures   int64   `json:"materializeFailures"`
+	MaterializeLagBytes   int64   `json:"materializeLagBytes"`
+	MaterializeLagSeconds int64   `json:"materializeLagSeconds"`
+	MaterializeSeconds    float64 `json:"materializeSeconds"`
 }

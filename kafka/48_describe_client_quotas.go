@@ -47,6 +47,9 @@ func handleDescribeClientQuotas(r *request) (kmsg.Response, func() kmsg.Response
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return resp, nil, nil
 	}
+	// Entries is nullable on the wire: null means "error"; an empty
+	// answer must be an empty array (Kafka's ConfigCommand dereferences it).
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, e := range entries {
 		if !quotaMatches(e.Entity, byType, req.Strict) {
 			continue

@@ -42,6 +42,7 @@ type conn struct {
 	// advertised address are what Metadata and FindCoordinator answer.
 	ln     *listener.Bound
 	remote string
+	auth   connAuth
 	ctx    context.Context
 	cancel context.CancelFunc
 	queue  chan *slot
@@ -85,6 +86,7 @@ func (c *conn) serve() {
 		c.close()
 		return
 	}
+	c.initAuth()
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -105,6 +107,12 @@ type protocolError struct{ msg string }
 
 func (e *protocolError) Error() string { return e.msg }
 
+// authClose closes a connection the authentication state does not admit
+// the request of (Kafka closes those too, without an answer).
+type authClose struct{ why string }
+
+func (e *authClose) Error() string { return e.why }
+
 func badInput(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
@@ -121,8 +129,30 @@ func (c *conn) readLoop() error {
 			return nil // connection reset: nothing to log
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.auth.state == saslRawAuthenticate {
+			// SaslHandshake v0: the next frames are bare SASL tokens.
+			if size < 0 || size > maxUnauthenticatedFrame {
+				return c.fail(&authClose{why: fmt.Sprintf("SASL token of %d bytes", size)})
+			}
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(br, buf); err != nil {
+				return nil
+			}
+			if err := c.handleRawSASL(buf); err != nil {
+				return c.fail(err)
+			}
+			if c.auth.closeAfter {
+				return nil
+			}
+			continue
+		}
 		if size < 10 || size > c.s.cfg.MaxRequestBytes {
 			return c.fail(badInput("frame size %d outside [10, %d]", size, c.s.cfg.MaxRequestBytes))
+		}
+		if (c.auth.state == saslHandshake || c.auth.state == saslAuthenticate) && size > maxUnauthenticatedFrame {
+			// Kafka's sasl.server.max.receive.size: nobody unauthenticated
+			// makes the broker allocate a large buffer.
+			return c.fail(&authClose{why: fmt.Sprintf("frame of %d bytes before SASL authentication (limit %d)", size, maxUnauthenticatedFrame)})
 		}
 		// Peek the API key so non-produce frames are held to the smaller
 		// bound before we allocate for them.
@@ -141,12 +171,18 @@ func (c *conn) readLoop() error {
 		if err := c.handleFrame(buf); err != nil {
 			return c.fail(err)
 		}
+		if c.auth.closeAfter {
+			return nil // the answer already queued is written, then close
+		}
 	}
 }
 
 func (c *conn) fail(err error) error {
 	var pe *protocolError
-	if errors.As(err, &pe) {
+	var ae *authClose
+	if errors.As(err, &ae) {
+		c.s.log.Info("kafka: closing connection", "remote", c.remote, "principal", c.auth.principal, "reason", ae.why)
+	} else if errors.As(err, &pe) {
 		c.s.stats.ProtocolErrors.Add(1)
 		c.s.log.Warn("kafka: closing connection on bad request", "remote", c.remote, "err", err)
 	} else {
@@ -254,6 +290,9 @@ func (c *conn) handleFrame(frame []byte) error {
 	req, h, err := decodeRequest(frame)
 	if err != nil {
 		return err
+	}
+	if ok, why := c.gate(h.key, c.s.cfg.Now()); !ok {
+		return &authClose{why: fmt.Sprintf("%s (api key %d)", why, h.key)}
 	}
 	c.s.stats.Requests.Add(1)
 	sl := &slot{key: h.key, version: h.version, corrID: h.corrID, start: start, done: make(chan struct{})}

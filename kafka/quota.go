@@ -15,6 +15,7 @@ package kafka
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,7 +209,7 @@ func (r *rateSensor) rate(now time.Time) (float64, time.Duration) {
 
 // principalName is the quota user of a request: the authenticated
 // principal, or Kafka's ANONYMOUS without authentication.
-func (r *request) principalName() string { return "ANONYMOUS" }
+func (r *request) principalName() string { return strings.TrimPrefix(r.principal(), "User:") }
 
 // throttleConn stops reading the connection for d (KIP-219 muting).
 func (c *conn) throttleConn(d time.Duration) {

@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -100,6 +101,10 @@ type Config struct {
 	// its key, version and handling latency (for metrics).
 	RequestHook func(apiKey, apiVersion int16, latency time.Duration)
 
+	// Security is authentication (SASL) and authorization; the zero
+	// value authenticates nobody and allows everything.
+	Security SecurityConfig
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -132,6 +137,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Security.setDefaults()
 }
 
 // Stats are cumulative counters, safe to read at any time.
@@ -148,6 +154,8 @@ type Stats struct {
 	FetchedBytes       atomic.Int64
 	DuplicateBatches   atomic.Int64
 	GroupRebalances    atomic.Int64
+	AuthSuccesses      atomic.Int64 // SASL authentications (incl. re-authentications)
+	AuthFailures       atomic.Int64 // failed or refused SASL exchanges
 	OffsetCommits      atomic.Int64
 	requestsByKey      [128]atomic.Int64
 	requestLatencySumN [128]atomic.Int64 // nanoseconds
@@ -170,6 +178,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *kstore.Store
+	auth   *kauth.Store
 	groups *kgroup.Coordinator
 	txns   *ktxn.Coordinator
 	quotas *quotaManager
@@ -201,6 +210,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: st,
+		auth:  kauth.New(meta),
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
 			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
 		advHost:   cfg.AdvertisedHost,

@@ -1,28 +1,60 @@
 // Package securitytest runs unmodified clients against one `nereus serve`
-// with every security feature switched on: TLS on Kafka (SSL), Pulsar
-// (pulsar+ssl://) and admin HTTP (https://) listeners next to plaintext
-// loopback ones, certificates from a throwaway CA (internal/testenv/certs),
-// and the reload of rotated certificates on SIGHUP. One server serves the
-// whole package (CI budget); tests use unique topic names.
+// with every security feature switched on: TLS on Kafka (SSL, SASL_SSL),
+// Pulsar (pulsar+ssl://) and admin HTTP (https://) listeners next to
+// plaintext loopback ones, certificates from a throwaway CA
+// (internal/testenv/certs) reloaded on SIGHUP, Kafka SASL (PLAIN,
+// SCRAM-SHA-256/512, OAUTHBEARER with JWTs from a test key) with KIP-368
+// re-authentication. One server serves the whole package (CI budget);
+// tests use unique topic names.
 //
 // It holds tests only and must never be imported.
 package securitytest
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/internal/testenv/certs"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 )
 
 var (
-	srv   *testserver.Server
-	tlsCA *certs.Set
+	srv      *testserver.Server
+	tlsCA    *certs.Set
+	tokenKey string // HS256 secret for JWTs (Kafka OAUTHBEARER, Pulsar, admin)
 )
+
+// reauth is the server's SASL session lifetime (KIP-368): short enough that
+// the Kafka tests' clients re-authenticate while they run.
+const reauth = 8 * time.Second
+
+// The SCRAM users every test may use (created through the admin API, as
+// `nereus kafka user set` does).
+var users = map[string]string{"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+
+func createUsers() error {
+	c, err := adminapi.NewClient(srv.URL(), nil)
+	if err != nil {
+		return err
+	}
+	for u, p := range users {
+		for _, m := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := c.SetKafkaScram(ctx, u, adminapi.SetKafkaScramRequest{Mechanism: m, Password: p, Iterations: 4096})
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -40,12 +72,21 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "certificates:", err)
 		return 1
 	}
+	tokenKey = filepath.Join(dir, "token-secret.key")
+	if err := os.WriteFile(tokenKey, []byte("nereus-securitytest-hs256-secret-0123456789"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	srv, err = testserver.Launch(testserver.Options{Args: serverArgs()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start nereus serve:", err)
 		return 1
 	}
 	defer srv.Close()
+	if err := createUsers(); err != nil {
+		fmt.Fprintln(os.Stderr, "create SCRAM users:", err)
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "last lines of the server log:\n%s\n", srv.LogTail(80))
@@ -55,7 +96,10 @@ func run(m *testing.M) int {
 
 func serverArgs() []string {
 	return []string{
-		"--kafka-listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+		"--kafka-listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"--kafka-sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER",
+		"--kafka-max-reauth", reauth.String(),
+		"--token-secret-key-file", tokenKey,
 		"--pulsar-listeners", "pulsar://127.0.0.1:0,pulsar+ssl://127.0.0.1:0",
 		"--http-listeners", "http://127.0.0.1:0,https://127.0.0.1:0",
 		"--tls-cert-file", tlsCA.CertFile, "--tls-key-file", tlsCA.KeyFile,

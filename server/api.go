@@ -56,6 +56,8 @@ func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/streams/{name}/seal", a.sealStream)
 	mux.HandleFunc("POST /v1/streams/{name}/rebuild-index", a.rebuildIndex)
 	mux.HandleFunc("PUT /v1/streams/{name}/retention", a.setRetention)
+	mux.HandleFunc("GET /v1/gc", a.gcStatus)
+	mux.HandleFunc("POST /v1/gc/run", a.gcRun)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, adminapi.CodeNotFound, fmt.Sprintf("no API route for %s %s", r.Method, r.URL.Path), "")
 	})
@@ -154,7 +156,7 @@ func toAPIInfo(in stream.Info) adminapi.StreamInfo {
 		Attributes: in.Attributes,
 		Retention:  adminapi.Retention{TimeMs: in.Retention.Time.Milliseconds(), Bytes: in.Retention.Bytes},
 		CreatedAt:  in.CreatedAt, StartOffset: in.StartOffset, EndOffset: in.EndOffset,
-		CommittedBytes: in.CommittedBytes,
+		CommittedBytes: in.CommittedBytes, RetainedBytes: in.RetainedBytes, MaterializedThrough: in.MaterializedThrough,
 	}
 	if in.Session.Epoch > 0 || in.Session.WriterID != "" {
 		out.Session = &adminapi.Session{Epoch: in.Session.Epoch, WriterID: in.Session.WriterID,

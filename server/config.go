@@ -123,6 +123,11 @@ type Config struct {
 	AddrFile string
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
+	// Security is authentication and authorization (security.go).
+	Security
+	// Lifecycle holds the materialization, retention-protection and GC
+	// settings (lifecycle_settings.go).
+	Lifecycle LifecycleSettings
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -142,6 +147,8 @@ func DefaultConfig() Config {
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
 		Tuning:          DefaultTuning(),
+		Security:        defaultSecurity(),
+		Lifecycle:       DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -202,6 +209,8 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Security.validate()...)
+	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)
 }
 

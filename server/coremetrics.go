@@ -32,6 +32,8 @@ var coreCounters = []struct {
 	{"nereus_stream_reads_total", "Reads served.", func(s stream.Stats) float64 { return float64(s.Reads) }, false},
 	{"nereus_stream_tail_cache_hits_total", "Reads served from the tail cache.", func(s stream.Stats) float64 { return float64(s.TailHits) }, false},
 	{"nereus_stream_wal_reads_total", "Runs read back from the WAL.", func(s stream.Stats) float64 { return float64(s.WALReads) }, false},
+	{"nereus_stream_generation_reads_total", "Parts read back from generation objects.", func(s stream.Stats) float64 { return float64(s.GenerationReads) }, false},
+	{"nereus_stream_read_retries_total", "Reads resolved again because GC retired a source they had resolved.", func(s stream.Stats) float64 { return float64(s.ReadRetries) }, false},
 	{"nereus_stream_owned_streams", "Streams whose append session this process holds.", func(s stream.Stats) float64 { return float64(s.OwnedStreams) }, true},
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
 	"github.com/nereusstream/nereus-go/listener"
@@ -68,6 +69,8 @@ type Deps struct {
 	HTTPAddr net.Addr
 	// TLS serves the certificate of TLS listeners (nil without TLS).
 	TLS *listener.Source
+	// Tokens validates JWT bearer credentials (nil without a token key).
+	Tokens *authtoken.Validator
 }
 
 // FrontendSpec describes one front end to host.
@@ -109,7 +112,7 @@ func DefaultFrontends(cfg Config) []FrontendSpec {
 		return out
 	}
 	return []FrontendSpec{
-		{Name: "kafka", Listeners: of(listener.Kafka), New: newKafkaFrontend},
+		{Name: "kafka", Listeners: of(listener.Kafka), HTTPPatterns: kafka.HTTPPatterns, New: newKafkaFrontend},
 		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
 	}
 }
@@ -144,6 +147,11 @@ func newKafkaFrontend(d Deps) (Frontend, error) {
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
 		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		Security: kafka.SecurityConfig{
+			SASLMechanisms: d.Config.kafkaMechanisms(),
+			Tokens:         d.Tokens,
+			MaxReauth:      d.Config.KafkaMaxReauth,
+		},
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

@@ -99,9 +99,6 @@ func (c Config) validateListeners() []error {
 		if s.Security.TLS {
 			anyTLS = true
 		}
-		if s.Security.SASL {
-			errs = append(errs, fmt.Errorf("listener %s: Kafka SASL is not built yet (use PLAINTEXT or SSL)", s.ID()))
-		}
 	}
 	if !hasHTTP {
 		errs = append(errs, errors.New("an HTTP listener is needed (http-addr or http-listeners): the admin API and /healthz live there"))
@@ -117,15 +114,6 @@ func (c Config) validateListeners() []error {
 		errs = append(errs, fmt.Errorf("tls-reload-interval %v must not be negative", c.TLSReloadInterval))
 	}
 	return errs
-}
-
-// listenerAuthenticated reports whether a listener admits only clients that
-// proved who they are (for the exposure warning).
-func (c Config) listenerAuthenticated(s listener.Spec) bool {
-	if s.Security.TLS && listener.ClientAuth(c.TLSClientAuth) == listener.ClientAuthRequired {
-		return true
-	}
-	return s.Security.SASL
 }
 
 // warnExposed logs one loud warning naming every listener bound to a

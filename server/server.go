@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -75,6 +76,8 @@ type Server struct {
 	// tls serves every TLS listener's certificate (nil without TLS).
 	tls       *listener.Source
 	stopWatch context.CancelFunc
+	// tokens validates JWT bearer credentials (nil without a token key).
+	tokens *authtoken.Validator
 
 	startedAt time.Time
 	draining  atomic.Bool
@@ -150,6 +153,11 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 			needTLS = needTLS || l.Security.TLS
 		}
 	}
+	if tc := cfg.TokenConfig(); tc.Configured() {
+		if s.tokens, err = authtoken.New(tc); err != nil {
+			return nil, err
+		}
+	}
 	if needTLS {
 		if s.tls, err = listener.NewSource(cfg.TLSFiles(), logger.With("component", "tls")); err != nil {
 			return nil, err
@@ -206,7 +214,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	for _, rf := range s.frontends {
 		fe, err := rf.spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", rf.spec.Name), Registerer: s.reg, Addr: rf.listeners[0].Addr(),
-			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls})
+			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls, Tokens: s.tokens})
 		if err != nil {
 			return nil, fmt.Errorf("%s front end: %w", rf.spec.Name, err)
 		}

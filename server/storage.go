@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/bookkeeper"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/objectstore/metered"
 	"github.com/nereusstream/nereus-go/stream"
@@ -115,7 +116,8 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		// namespace, and open the provider on the core's metadata store.
 		d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, Root: cfg.BookKeeperRoot,
 			Meta: meta, WriterID: nodeID, Logger: logger.With("component", "bkwal"),
-			Provider: cfg.bookKeeperConfig(bkwal.Config{Meter: mtr.Meter("github.com/nereusstream/nereus-go/stream/bkwal")})})
+			Provider: cfg.bookKeeperConfig(bkwal.Config{Meter: mtr.Meter("github.com/nereusstream/nereus-go/stream/bkwal")}),
+			Client:   cfg.bookKeeperClientConfig(bookkeeper.Config{})})
 		if err != nil {
 			_ = wal.Close(ctx)
 			return openedStorage{}, fmt.Errorf("opening the BookKeeper WAL (--bookkeeper-zk %s): %w", cfg.BookKeeperZK, err)
@@ -125,6 +127,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
 	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
+		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(),
 		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
@@ -136,6 +139,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if reg != nil {
 		if err := reg.Register(newCoreCollector(core)); err != nil {
 			logger.Warn("core metrics not registered", "err", err)
+		}
+		if err := reg.Register(newLifecycleCollector(core)); err != nil {
+			logger.Warn("lifecycle metrics not registered", "err", err)
 		}
 		if cfg.MetricsStreamLimit > 0 {
 			if err := reg.Register(newStreamCollector(core, int(cfg.MetricsStreamLimit))); err != nil {

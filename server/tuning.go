@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nereusstream/nereus-go/bookkeeper"
+	"github.com/nereusstream/nereus-go/bookkeeper/proto"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -26,7 +28,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// (default 30s).
+	// on the streams this node owns (default 10s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -57,6 +59,19 @@ type Tuning struct {
 	BookKeeperMaxLedgerEntries int64
 	BookKeeperMaxLedgerBytes   int64
 	BookKeeperMaxLedgerAge     time.Duration
+	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
+	// included (BookKeeper's addEntryTimeoutSec; default 5s);
+	// BookKeeperRequestTimeout bounds one request to one bookie (default
+	// 5s); BookKeeperOpTimeout bounds one ledger lifecycle step: allocate,
+	// create, seal, recover (default 60s).
+	BookKeeperAddTimeout, BookKeeperRequestTimeout, BookKeeperOpTimeout time.Duration
+	// BookKeeperMaxFrameSize is the largest frame sent to or accepted from a
+	// bookie; it must not exceed the bookies' nettyMaxFrameSizeBytes
+	// (default 5 MiB, BookKeeper's).
+	BookKeeperMaxFrameSize int64
+	// BookKeeperReaderCache bounds the ledgers kept open for reads (default
+	// 256).
+	BookKeeperReaderCache int64
 
 	// RecoveryTimeout bounds opening the storage at start-up: the metadata
 	// and object stores, the WAL's recovery of unsettled runs and the core
@@ -88,7 +103,7 @@ type Tuning struct {
 func DefaultTuning() Tuning {
 	return Tuning{
 		SessionTTL:                  30 * time.Second,
-		RetentionInterval:           30 * time.Second,
+		RetentionInterval:           10 * time.Second,
 		TailCacheBytes:              64 << 20,
 		MaxPendingRuns:              256,
 		ObjectWALUploadConcurrency:  4,
@@ -101,6 +116,11 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerEntries:  100000,
 		BookKeeperMaxLedgerBytes:    512 << 20,
 		BookKeeperMaxLedgerAge:      time.Hour,
+		BookKeeperAddTimeout:        5 * time.Second,
+		BookKeeperRequestTimeout:    5 * time.Second,
+		BookKeeperOpTimeout:         60 * time.Second,
+		BookKeeperMaxFrameSize:      proto.DefaultMaxFrameSize,
+		BookKeeperReaderCache:       256,
 		RecoveryTimeout:             2 * time.Minute,
 		KafkaMaxRequestBytes:        100 << 20,
 		KafkaAutoCreateTopics:       true,
@@ -145,6 +165,14 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
+	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
+	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
+	pos("bookkeeper-max-frame-size", t.BookKeeperMaxFrameSize)
+	if t.BookKeeperMaxFrameSize > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("bookkeeper-max-frame-size %d is too large", t.BookKeeperMaxFrameSize))
+	}
+	pos("bookkeeper-reader-cache", t.BookKeeperReaderCache)
 	posd("recovery-timeout", t.RecoveryTimeout)
 	pos("kafka-max-request-bytes", t.KafkaMaxRequestBytes)
 	if t.KafkaMaxRequestBytes > math.MaxInt32 {
@@ -185,6 +213,12 @@ func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
 func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
+	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
+	return c
+}
+
+func (t Tuning) bookKeeperClientConfig(c bookkeeper.Config) bookkeeper.Config {
+	c.AddTimeout, c.RequestTimeout, c.MaxFrameSize = t.BookKeeperAddTimeout, t.BookKeeperRequestTimeout, int(t.BookKeeperMaxFrameSize)
 	return c
 }
 
@@ -289,6 +323,11 @@ var tuningSettings = []setting{
 	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
+	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
+	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),
+	bytesSetting("bookkeeper-max-frame-size", "largest frame to or from a bookie (must not exceed the bookies' nettyMaxFrameSizeBytes)", func(c *Config) *int64 { return &c.BookKeeperMaxFrameSize }),
+	intSetting("bookkeeper-reader-cache", "ledgers kept open for reads", func(c *Config) *int64 { return &c.BookKeeperReaderCache }),
 	durSetting("recovery-timeout", "bound on opening the storage at start-up (stores, WAL recovery, core)", func(c *Config) *time.Duration { return &c.RecoveryTimeout }),
 	bytesSetting("kafka-max-request-bytes", "largest Kafka request a connection may send (Kafka's socket.request.max.bytes)", func(c *Config) *int64 { return &c.KafkaMaxRequestBytes }),
 	boolSetting("kafka-auto-create-topics", "create unknown topics clients ask for in Metadata (Kafka's auto.create.topics.enable)", func(c *Config) *bool { return &c.KafkaAutoCreateTopics }),

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/bookkeeper"
+	"github.com/nereusstream/nereus-go/bookkeeper/proto"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -17,7 +19,7 @@ import (
 func TestTuningDefaultsMatchPackages(t *testing.T) {
 	d := DefaultTuning()
 	c := d.coreConfig(stream.Config{})
-	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 30*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 10*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
 		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
 	}
 	w := d.objectWALConfig(objectwal.Config{})
@@ -26,8 +28,12 @@ func TestTuningDefaultsMatchPackages(t *testing.T) {
 	}
 	b := d.bookKeeperConfig(bkwal.Config{})
 	if b.EnsembleSize != 3 || b.WriteQuorum != 2 || b.AckQuorum != 2 || b.MaxLedgerEntries != 100000 ||
-		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour {
+		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour || b.OpTimeout != 60*time.Second || b.ReaderCache != 256 {
 		t.Errorf("BookKeeper tuning %+v differs from bkwal.Config defaults", b)
+	}
+	bc := d.bookKeeperClientConfig(bookkeeper.Config{})
+	if bc.AddTimeout != 5*time.Second || bc.RequestTimeout != 5*time.Second || bc.MaxFrameSize != proto.DefaultMaxFrameSize {
+		t.Errorf("BookKeeper client tuning %+v differs from bookkeeper.Config defaults", bc)
 	}
 }
 
@@ -77,5 +83,23 @@ func TestParseBytes(t *testing.T) {
 		if got, _ := parseBytes(formatBytes(want)); got != want {
 			t.Errorf("formatBytes(%d) does not round-trip", want)
 		}
+	}
+}
+
+// The lifecycle defaults are the core's own.
+func TestLifecycleDefaultsMatchCore(t *testing.T) {
+	got := DefaultLifecycleSettings().coreLifecycle()
+	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
+		GCInterval: 5 * time.Second, GCGrace: 15 * time.Second, LeaseTTL: 30 * time.Second}
+	if got != want {
+		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
+	}
+	fs := parseFlags(t, "--gc-dry-run", "--generation-bytes", "32MiB", "--gc-grace", "1m")
+	cfg, err := LoadConfig(fs, envOf(map[string]string{"NEREUS_GC_INTERVAL": "2s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Lifecycle; !l.GCDryRun || l.GenerationBytes != 32<<20 || l.GCGrace != time.Minute || l.GCInterval != 2*time.Second {
+		t.Fatalf("lifecycle settings not applied: %+v", l)
 	}
 }

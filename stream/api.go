@@ -20,17 +20,22 @@ type Profile uint8
 const (
 	// ProfileUnspecified selects the default (ObjectWALAsyncObject).
 	ProfileUnspecified Profile = iota
-	// BookKeeperWALOnly: ack = bookie ack quorum + head CAS.
+	// BookKeeperWALOnly: ack = bookie ack quorum + head CAS. Never
+	// materialized: ledgers go when retention trims them.
 	BookKeeperWALOnly
-	// BookKeeperWALSyncObject: ack also waits for a visible object generation.
+	// BookKeeperWALSyncObject: ack also waits for a published object
+	// generation covering the append (consumers may read the BookKeeper
+	// copy meanwhile: visibility is still the head).
 	BookKeeperWALSyncObject
 	// BookKeeperWALAsyncObject: ack = BookKeeper durable + head CAS; objects
 	// are built in the background.
 	BookKeeperWALAsyncObject
 	// ObjectWALSyncObject: ack = object WAL durable + head CAS + the offset
-	// index entry that makes the range visible on the read path.
+	// index entry that makes the range visible on the read path; objects
+	// are built in the background.
 	ObjectWALSyncObject
-	// ObjectWALAsyncObject: ack = object WAL durable + head CAS. The default.
+	// ObjectWALAsyncObject: ack = object WAL durable + head CAS; objects are
+	// built in the background. The default.
 	ObjectWALAsyncObject
 )
 
@@ -135,6 +140,10 @@ type Info struct {
 	// granularity of trimmed runs (a run partly before the start counts
 	// whole), i.e. what the stream occupies for its readers.
 	RetainedBytes int64
+	// MaterializedThrough is the offset below which reads are served by
+	// published generations (read-optimized objects); offsets at and above
+	// it are read from the WAL.
+	MaterializedThrough int64
 	// Session is the current append session, if any.
 	Session SessionInfo
 }

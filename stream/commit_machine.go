@@ -40,6 +40,7 @@ type commitMachine struct {
 	id             ID
 	provider       string // provider name recorded in descriptors
 	sync           bool   // ack waits for index publication (OBJECT_WAL_SYNC_OBJECT)
+	genSync        bool   // ack waits for a published generation (BOOKKEEPER_WAL_SYNC_OBJECT)
 	sessionTTLMs   int64
 	maxPendingRuns int
 
@@ -72,6 +73,9 @@ type commitMachine struct {
 	toIndex          []*indexItem
 	confirmedThrough int64
 	syncWaiters      []*appendOp
+	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
+	// acknowledgement waits until head.GenThrough passes their end.
+	genWaiters []*appendOp
 
 	fatal error
 	rd    commitReady
@@ -144,6 +148,10 @@ type settleProbe struct {
 	fresh   *head
 	version metadata.Version
 	run     runID
+	end     int64
+	// gen: this probe scans the generation index (the WAL entry covering
+	// the run was retired after a generation replaced it).
+	gen bool
 }
 
 // Index publication batching. An OBJECT_WAL_ASYNC_OBJECT stream's commits
@@ -167,7 +175,7 @@ const unknownBackoffMs = int64(unknownBackoff / 1e6)
 
 func newCommitMachine(h *head, v metadata.Version, sess Session, providerName string, ttlMs int64, maxPendingRuns int) *commitMachine {
 	m := &commitMachine{
-		id: h.ID, provider: providerName, sync: h.Profile == ObjectWALSyncObject,
+		id: h.ID, provider: providerName, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
 		sessionTTLMs: ttlMs, maxPendingRuns: maxPendingRuns,
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
@@ -389,6 +397,11 @@ func (m *commitMachine) fail(err error) {
 		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 	}
 	m.syncWaiters = nil
+	for _, op := range m.genWaiters {
+		// Committed and durable in the WAL; the next owner materializes it.
+		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+	}
+	m.genWaiters = nil
 	m.rd.headChanged = true
 }
 
@@ -751,6 +764,8 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 		// does), so its appends stop waiting for them, as in fail.
 		if m.sync && m.fatal == nil && plantedBug != bugSyncAckBeforeIndex {
 			m.syncWaiters = append(m.syncWaiters, op)
+		} else if m.genSync && m.fatal == nil {
+			m.genWaiters = append(m.genWaiters, op)
 		} else {
 			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 		}
@@ -758,8 +773,31 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	for _, mo := range cas.muts {
 		m.finishMutation(mo, committed, nil)
 	}
+	m.releaseGenWaiters()
 	m.rd.headChanged = true
 	m.rd.kick = true // publish the index entries, pick up more work
+}
+
+// releaseGenWaiters acknowledges BOOKKEEPER_WAL_SYNC_OBJECT appends that a
+// published generation now covers, and asks for materialization of the
+// rest.
+func (m *commitMachine) releaseGenWaiters() {
+	if len(m.genWaiters) == 0 {
+		return
+	}
+	keep := m.genWaiters[:0]
+	for _, op := range m.genWaiters {
+		if op.run.End() <= m.head.GenThrough {
+			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
+		} else {
+			keep = append(keep, op)
+		}
+	}
+	clear(m.genWaiters[len(keep):])
+	m.genWaiters = keep
+	if len(keep) > 0 {
+		m.rd.materialize = true
+	}
 }
 
 // unsend returns a CAS's appends to the not-yet-sent state.
@@ -818,7 +856,7 @@ func (m *commitMachine) onSettleRead(r metadata.Result, err error, nowMs int64) 
 			var settled bool
 			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
 				// Only the offset index can prove it now.
-				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id}
+				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id, end: last.End()}
 				m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
 				return
 			}
@@ -842,7 +880,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 		m.rd.kick = true
 		return
 	}
-	found := false
+	found, covered := false, false
 	if err == nil && len(recs) > 0 {
 		d, derr := decodeIndexRecord(recs[0].Value)
 		if derr != nil {
@@ -861,7 +899,33 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 			m.fence(p.fresh)
 			return
 		}
-		found = d.contains(p.run)
+		found, covered = d.contains(p.run), d.Start < p.end
+	}
+	if !covered && plantedBug != bugProbeErrorIsNotCommitted {
+		// No entry covers the run's last offset: GC retired it. A
+		// generation serving the range carries its lineage; below the
+		// start offset the evidence is gone for good.
+		if !p.gen && p.end <= p.fresh.GenThrough {
+			p.gen = true
+			m.probe = p
+			m.rd.probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
+			return
+		}
+		if p.end <= p.fresh.Start {
+			m.logf(slog.LevelWarn, "the run was trimmed and its commit evidence collected; outcome left unknown")
+			for _, op := range p.cas.ops {
+				// Trimmed either way, so its bytes are garbage either way.
+				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, errTrimmedEvidence))
+			}
+			n := len(p.cas.ops)
+			clear(m.queue[:n])
+			m.queue = m.queue[n:]
+			m.unsettled = nil
+			m.head, m.version = p.fresh, p.version
+			m.fence(p.fresh)
+			return
+		}
 	}
 	m.settle(p.cas, p.fresh, p.version, false, found, nowMs)
 }

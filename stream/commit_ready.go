@@ -38,6 +38,7 @@ type commitReady struct {
 	mutDone       []*mutationOp
 	probe         *indexProbe
 	kick          bool
+	materialize   bool  // appends wait for a generation: urge the materializer
 	wakeAtMs      int64 // 0: no timer wanted
 	drop          bool
 	counters      machineCounters
@@ -46,7 +47,7 @@ type commitReady struct {
 func (r *commitReady) empty() bool {
 	return len(r.logs) == 0 && len(r.writes) == 0 && len(r.committedRuns) == 0 && !r.headChanged &&
 		len(r.releases) == 0 && len(r.resolves) == 0 && len(r.mutDone) == 0 && r.probe == nil &&
-		!r.kick && r.wakeAtMs == 0 && !r.drop && r.counters == (machineCounters{})
+		!r.kick && !r.materialize && r.wakeAtMs == 0 && !r.drop && r.counters == (machineCounters{})
 }
 
 // reset clears r for reuse, dropping references so nothing is retained.

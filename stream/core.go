@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -41,8 +42,16 @@ type Config struct {
 	// index entries are confirmed; beyond it the stream's appends wait for
 	// index publication (default 256).
 	MaxPendingRuns int
-	// RetentionInterval is how often retention is enforced (default 30s).
+	// RetentionInterval is how often retention is enforced on the streams
+	// this process owns (default 10s).
 	RetentionInterval time.Duration
+	// ObjectStore holds generation objects. Without it streams are never
+	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
+	ObjectStore objectstore.ObjectStore
+	// Lifecycle configures materialization, reader protection and GC.
+	Lifecycle LifecycleConfig
+	// Ownership says which streams' lifecycle work runs here (nil: all).
+	Ownership Ownership
 	// Logger receives lifecycle events. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
@@ -74,8 +83,9 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 30 * time.Second
+		c.RetentionInterval = 10 * time.Second
 	}
+	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -103,6 +113,13 @@ type Core struct {
 	closed bool
 
 	committer *committer
+	slots     slotTable
+	leases    *leaseTable
+	gens      *genReader // nil without Config.ObjectStore
+	mat       *materializer
+	gc        gcState
+	guards    retentionGuards
+	lc        lcMetrics
 	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
@@ -143,6 +160,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.tail = newTailCache(cfg.TailCacheBytes)
 	c.watch = newHeadWatch(c)
 	c.committer = newCommitter(c)
+	c.leases = newLeaseTable(c)
+	if cfg.ObjectStore != nil {
+		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+	}
+	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {
 		if err := p.Recover(ctx, c.settleIntent); err != nil {
 			c.cancel()
@@ -150,6 +172,7 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 		}
 	}
 	c.startMaintenance()
+	c.startLifecycle()
 	return c, nil
 }
 
@@ -178,8 +201,8 @@ func (c *Core) providerFor(p Profile) (provider.Provider, error) {
 		}
 		return nil, fmt.Errorf("%w: %s needs %s, which is not configured", ErrUnsupportedProfile, p, which)
 	}
-	if p == BookKeeperWALSyncObject {
-		return nil, fmt.Errorf("%w: %s needs object materialization, which is not built yet", ErrUnsupportedProfile, p)
+	if (p == BookKeeperWALSyncObject || p == BookKeeperWALAsyncObject) && c.cfg.ObjectStore == nil {
+		return nil, fmt.Errorf("%w: %s materializes into the object store, which is not configured", ErrUnsupportedProfile, p)
 	}
 	return pv, nil
 }
@@ -191,6 +214,24 @@ func (c *Core) providerByName(name string) (provider.Provider, error) {
 		}
 	}
 	return nil, fmt.Errorf("nereus/stream: no provider %q configured for a committed run", name)
+}
+
+// partReader reads the entries of one part of a descriptor (a WAL run, a
+// generation object) back.
+type partReader interface {
+	Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error)
+}
+
+// readerByName returns the reader of descriptors recorded with provider
+// name `name`.
+func (c *Core) readerByName(name string) (partReader, error) {
+	if name == generationProvider {
+		if c.gens == nil {
+			return nil, fmt.Errorf("nereus/stream: a generation is committed but no object store is configured")
+		}
+		return c.gens, nil
+	}
+	return c.providerByName(name)
 }
 
 func (c *Core) writerTag(writerID string) string { return writerID + "\x00" + c.incarnation }

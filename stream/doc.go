@@ -11,8 +11,10 @@
 //
 // # Records
 //
-// Three kinds of metadata records, each single-key and checksummed
-// (records.go has the byte layouts):
+// The metadata records, each single-key and checksummed (records.go has the
+// byte layouts; lifecycle records — generation index, retire journal,
+// reader leases, deletion queue — are described in generations.go,
+// gc.go and protect.go):
 //
 //   - the name record (create-only) is the atomic creation point and
 //     carries the immutable creation spec; the head is derived from it;
@@ -23,12 +25,14 @@
 //   - offset-index entries, one per committed run, keyed by the run's end
 //     offset.
 //
-// Invariant: every committed run is in the head's Pending list or in the
-// offset index (a run leaves Pending only in a CAS issued after its index
-// entry was confirmed). Reads locate runs through exactly these two places,
-// so they can only ever see committed data, and an unknown commit outcome is
-// settled by looking for the run's identity (epoch, token, commit number)
-// there.
+// Invariant: every committed, untrimmed run is in the head's Pending list,
+// in the offset index, or — once a published generation serves its range
+// (below head.GenThrough) — in that generation's lineage (a run leaves
+// Pending only in a CAS issued after its index entry was confirmed; GC
+// retires an index entry only below max(Start, GenThrough)). Reads locate
+// data through exactly these places, so they can only ever see committed
+// data, and an unknown commit outcome is settled by looking for the run's
+// identity (epoch, token, commit number) there.
 //
 // # The append path
 //

@@ -357,7 +357,18 @@ func (c *Core) Seal(ctx context.Context, id ID) error {
 // Delete implements Storage. The head moves to DELETED first (the logical
 // deletion point), then the name record is freed; a crash in between is
 // repaired by the next lookup of the name.
+//
+// The stream's records and bytes are reclaimed later by GC (gc.go), which
+// finds it through the deletion queue entry written here first.
 func (c *Core) Delete(ctx context.Context, id ID) error {
+	cur, _, err := c.readHeadView(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := c.meta.Put(ctx, deletedKey(id), encodeDeleted(cur.Name, c.nowMs()), metadata.NotExists); err != nil &&
+		metadata.Classify(err) != metadata.Conflict {
+		return fmt.Errorf("nereus/stream: queueing %v for GC: %w", id, err)
+	}
 	h, err := c.mutate(ctx, id, func(h *head) (bool, error) {
 		if h.State == StateDeleted {
 			return false, nil

@@ -13,7 +13,8 @@ import (
 )
 
 // startMaintenance arms the periodic tick that renews the sessions this
-// process holds and enforces retention. A tick never blocks on a single
+// process holds and enforces retention (retention.go; the pass also plans
+// idle owned streams' materialization). A tick never blocks on a single
 // stream: renewals are queued into the commit pipeline, and a retention pass
 // runs asynchronously (one at a time).
 //
@@ -60,7 +61,7 @@ func (c *Core) maintenanceTick() {
 		defer c.retentionRunning.Store(false)
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
 		defer cancel()
-		if err := c.EnforceRetention(rctx); err != nil && c.ctx.Err() == nil {
+		if err := c.retentionPass(rctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("retention pass failed", "err", err)
 		}
 	})
@@ -101,66 +102,6 @@ func (c *Core) renewSessions() {
 	}
 }
 
-// EnforceRetention trims every stream whose retention says so: whole runs
-// older than Retention.Time, and whole runs from the front while the
-// retained size exceeds Retention.Bytes. It runs periodically; tests and
-// admin tools may call it directly.
-func (c *Core) EnforceRetention(ctx context.Context) error {
-	after := ""
-	for {
-		infos, err := c.List(ctx, "", after, 512)
-		if err != nil {
-			return err
-		}
-		if len(infos) == 0 {
-			return nil
-		}
-		for _, in := range infos {
-			after = in.Name
-			if in.Retention == (Retention{}) || in.State != StateActive && in.State != StateSealed {
-				continue
-			}
-			if err := c.enforceOne(ctx, in.ID); err != nil && !errors.Is(err, ErrStreamNotFound) {
-				c.log.Warn("retention failed", "stream", in.ID, "name", in.Name, "err", err)
-			}
-		}
-	}
-}
-
-func (c *Core) enforceOne(ctx context.Context, id ID) error {
-	h, _, err := c.readHeadView(ctx, id)
-	if err != nil {
-		return err
-	}
-	r := h.Retention
-	cutoff := c.nowMs() - r.Time.Milliseconds()
-	retained := h.CommittedBytes - h.StartBytes
-	trimTo := h.Start
-scan:
-	for trimTo < h.End {
-		runs, err := c.runsFrom(ctx, h, trimTo, 256)
-		if err != nil {
-			return err
-		}
-		if len(runs) == 0 {
-			break
-		}
-		for _, d := range runs {
-			old := r.Time > 0 && d.MaxTS < cutoff
-			big := r.Bytes > 0 && retained > r.Bytes
-			if !old && !big {
-				break scan
-			}
-			retained -= d.CumBytes - max(d.CumBytes-d.Bytes, h.StartBytes)
-			trimTo = d.End
-		}
-	}
-	if trimTo > h.Start {
-		return c.Trim(ctx, id, trimTo)
-	}
-	return nil
-}
-
 // committedIn reports whether run id, ending at end, is committed according
 // to head h: in its Pending list, or in the offset index (where the commit
 // holding it is the first index entry ending at or after end). An error
@@ -173,34 +114,63 @@ func (c *Core) committedIn(ctx context.Context, h *head, id runID, end int64) (b
 }
 
 // committedInHead answers from h alone when it can: settled is false when
-// only the offset index can tell.
+// only the indexes can tell.
 func committedInHead(h *head, id runID, end int64) (committed, settled bool) {
 	for _, d := range h.Pending {
 		if d.contains(id) {
 			return true, true
 		}
 	}
+	for _, d := range h.GenPending {
+		if d.Start < end && end <= d.End && d.contains(id) {
+			return true, true
+		}
+	}
 	if end > h.IndexedThrough {
+		// A committed run ending here would still be in Pending (runs
+		// leave it only after their index entry is confirmed).
 		return false, true
 	}
 	return false, false
 }
 
+// errTrimmedEvidence: the run lies below the start offset and the records
+// that could prove whether it was committed are already collected. Its
+// bytes are not needed either way; whether it was committed stays unknown.
+var errTrimmedEvidence = errors.New("nereus/stream: the run was trimmed and its commit evidence collected")
+
 // committedInIndex looks run id up in the offset index below
-// h.IndexedThrough.
+// h.IndexedThrough and, where GC has retired the WAL entry of a range that
+// a generation now serves, in that generation's lineage.
 func (c *Core) committedInIndex(ctx context.Context, h *head, id runID, end int64) (bool, error) {
 	recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, end), indexKey(h.ID, h.IndexedThrough+1), 1)
 	if err != nil {
 		return false, err
 	}
-	if len(recs) == 0 {
-		return false, nil
+	if len(recs) > 0 {
+		d, err := decodeIndexRecord(recs[0].Value)
+		if err != nil {
+			return false, err
+		}
+		if d.Start < end {
+			// The entry covering the run's last offset is the committed
+			// one there: ours or not, this is proof.
+			return d.contains(id), nil
+		}
 	}
-	d, err := decodeIndexRecord(recs[0].Value)
-	if err != nil {
-		return false, err
+	if end <= h.GenThrough {
+		gens, err := c.scanIndex(ctx, genKey(h.ID, end), genKey(h.ID, h.GenIndexedThrough+1), end <= h.GenIndexedThrough, 1)
+		if err != nil {
+			return false, err
+		}
+		if len(gens) > 0 && gens[0].Start < end {
+			return gens[0].contains(id), nil
+		}
 	}
-	return d.contains(id), nil
+	if end <= h.Start {
+		return false, errTrimmedEvidence
+	}
+	return false, nil
 }
 
 // settleIntent decides whether a run an earlier incarnation made durable is
@@ -212,12 +182,17 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 	want := runID{Epoch: in.Run.Epoch, Token: in.Run.Token, Commit: in.Run.Commit}
 	for {
 		h, v, err := c.readHead(ctx, id)
-		if errors.Is(err, ErrStreamNotFound) {
-			return false, nil
+		if errors.Is(err, ErrStreamNotFound) || err == nil && h.State == StateDeleted {
+			return false, nil // the stream is gone: nothing of it is needed
 		}
 		if err == nil {
 			var committed bool
 			committed, err = c.committedIn(ctx, h, want, in.Run.End())
+			if errors.Is(err, errTrimmedEvidence) {
+				// Trimmed: its bytes are not needed whatever the answer,
+				// which is all Recover uses it for.
+				return false, nil
+			}
 			if err == nil && committed {
 				return true, nil
 			}

@@ -17,6 +17,7 @@ type Metrics struct {
 	metaRoundTrips, metaOps           atomic.Int64
 	conflicts, unknownOutcomes        atomic.Int64
 	reads, tailHits, walReads         atomic.Int64
+	genReads, readRetries             atomic.Int64
 	roundNanos                        atomic.Int64
 	roundBuckets                      [len(roundBucketBounds) + 1]atomic.Int64
 }
@@ -71,7 +72,10 @@ type Stats struct {
 	MetadataRoundTrips, MetadataOps int64
 	Conflicts, UnknownOutcomes      int64
 	Reads, TailHits, WALReads       int64
-	OwnedStreams                    int
+	// GenerationReads counts parts read from generation objects;
+	// ReadRetries reads that resolved again after GC moved a source.
+	GenerationReads, ReadRetries int64
+	OwnedStreams                 int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
 	// CommitRoundBounds, last bucket unbounded).
@@ -92,6 +96,7 @@ func (c *Core) Stats() Stats {
 		MetadataRoundTrips: m.metaRoundTrips.Load(), MetadataOps: m.metaOps.Load(),
 		Conflicts: m.conflicts.Load(), UnknownOutcomes: m.unknownOutcomes.Load(),
 		Reads: m.reads.Load(), TailHits: m.tailHits.Load(), WALReads: m.walReads.Load(),
+		GenerationReads: m.genReads.Load(), ReadRetries: m.readRetries.Load(),
 		CommitRoundSeconds: float64(m.roundNanos.Load()) / 1e9,
 		CommitRoundBounds:  roundBucketBounds[:],
 	}

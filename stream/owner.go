@@ -156,6 +156,9 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	if rd.kick {
 		c.committer.kick(o)
 	}
+	if rd.materialize {
+		c.mat.urge(o.id)
+	}
 	if rd.drop {
 		c.dropOwner(o)
 	}

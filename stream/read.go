@@ -16,8 +16,14 @@ const (
 
 // Read implements Storage. Only committed entries are ever returned: the
 // bounds come from a committed head (the owner's, or the store's), and
-// every run read is located through that head's Pending list or the offset
-// index, both of which only ever name committed runs.
+// every run read is located through that head's Pending lists or the
+// offset and generation indexes, which only ever name committed ranges.
+//
+// The read holds a protection slot (protect.go) from before it reads the
+// head until its bytes are in memory, so GC never deletes a source it may
+// use. If a source it resolved was retired meanwhile (a newer head serves
+// the range from a generation, or trimmed it), the read resolves again
+// from a fresh head.
 func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (ReadResult, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = defaultReadBytes
@@ -31,6 +37,7 @@ func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (R
 		defer t.Stop()
 		deadline = t.C
 	}
+	moved := 0
 	for {
 		// Take the change channel before the head so a commit between the
 		// two cannot be missed.
@@ -38,28 +45,19 @@ func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (R
 		if err != nil {
 			return ReadResult{}, err
 		}
-		h, _, err := c.readHeadView(ctx, id)
-		if err != nil {
-			return ReadResult{}, err
+		sl := c.slots.acquire(id, from)
+		res, err := c.readOnce(ctx, id, from, opts, sl, moved > 0)
+		c.slots.release(sl)
+		if errors.Is(err, errSourceMoved) && moved < maxSourceMoves {
+			moved++
+			c.metrics.readRetries.Add(1)
+			continue
 		}
-		res := ReadResult{StartOffset: h.Start, EndOffset: h.End, Next: from}
-		if from < h.Start || from > h.End {
-			return res, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, h.Start, h.End)
+		if errors.Is(err, errSourceMoved) {
+			err = fmt.Errorf("nereus/stream: %v offset %d: %w", id, from, err)
 		}
-		if from < h.End {
-			entries, err := c.readEntries(ctx, h, from, opts)
-			if err != nil {
-				return res, err
-			}
-			res.Entries = entries
-			if n := len(entries); n > 0 {
-				res.Next = entries[n-1].Offset + int64(entries[n-1].RecordCount)
-			}
-			c.metrics.reads.Add(1)
-			return res, nil
-		}
-		if deadline == nil {
-			return res, nil
+		if err != nil || len(res.Entries) > 0 || from < res.EndOffset || deadline == nil {
+			return res, err
 		}
 		select {
 		case <-changed:
@@ -69,6 +67,50 @@ func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (R
 			return res, ctx.Err()
 		}
 	}
+}
+
+// errSourceMoved: a physical source the read resolved is gone or no longer
+// covers the offset (GC retired it after a newer head moved the range to a
+// generation, or trimmed it). Resolving again from a fresh head fixes it.
+var errSourceMoved = errors.New("physical source moved")
+
+// maxSourceMoves bounds re-resolutions of one read; each needs GC to retire
+// a source between the read's head read and its I/O, so more than a few in
+// a row means something is broken.
+const maxSourceMoves = 4
+
+func (c *Core) readOnce(ctx context.Context, id ID, from int64, opts ReadOptions, sl *slot, fresh bool) (ReadResult, error) {
+	h, _, err := c.readHeadView(ctx, id)
+	if fresh && err == nil && c.owner(id) == nil {
+		h, _, err = c.readHead(ctx, id) // bypass any cached view
+		if err == nil && h.State == StateDeleted {
+			err = fmt.Errorf("%w: %v", ErrStreamNotFound, id)
+		}
+	}
+	if err != nil {
+		return ReadResult{}, err
+	}
+	c.slots.setGen(sl, h.GenThrough)
+	res := ReadResult{StartOffset: h.Start, EndOffset: h.End, Next: from}
+	if from < h.Start || from > h.End {
+		return res, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, h.Start, h.End)
+	}
+	if from == h.End {
+		return res, nil
+	}
+	if err := c.protectRemoteRead(ctx, h, from); err != nil {
+		return res, err
+	}
+	entries, err := c.readEntries(ctx, h, from, opts)
+	if err != nil {
+		return res, err
+	}
+	res.Entries = entries
+	if n := len(entries); n > 0 {
+		res.Next = entries[n-1].Offset + int64(entries[n-1].RecordCount)
+	}
+	c.metrics.reads.Add(1)
+	return res, nil
 }
 
 func toReadEntries(in []provider.ReadEntry) []ReadEntry {
@@ -81,7 +123,7 @@ func toReadEntries(in []provider.ReadEntry) []ReadEntry {
 
 // readEntries gathers committed entries from `from` (< h.End) within the
 // read limits: from the tail cache when it covers `from`, otherwise from the
-// WAL runs that the head and index locate.
+// generations and WAL runs that the head and indexes locate.
 func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) ([]ReadEntry, error) {
 	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
 		c.metrics.tailHits.Add(1)
@@ -95,14 +137,16 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 		if err != nil {
 			return nil, err
 		}
-		if len(runs) == 0 {
-			return nil, fmt.Errorf("nereus/stream: no committed run covers offset %d of %v (index damaged?)", next, h.ID)
+		if len(runs) == 0 || runs[0].Start > next {
+			// The head we resolved through is older than the index (a
+			// generation replaced the runs, or the range was trimmed).
+			return nil, fmt.Errorf("%w: no source covers offset %d of %v", errSourceMoved, next, h.ID)
 		}
 		for _, d := range runs {
 			if d.Start > next {
-				return nil, fmt.Errorf("nereus/stream: offset index gap at %d of %v (next run starts at %d)", next, h.ID, d.Start)
+				return nil, fmt.Errorf("%w: index gap at %d of %v (next source starts at %d)", errSourceMoved, next, h.ID, d.Start)
 			}
-			p, err := c.providerByName(d.Provider)
+			p, err := c.readerByName(d.Provider)
 			if err != nil {
 				return nil, err
 			}
@@ -112,12 +156,19 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				}
 				entries, err := p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
 				if err != nil {
-					if errors.Is(err, provider.ErrCorrupt) {
+					switch {
+					case errors.Is(err, provider.ErrCorrupt):
 						return nil, fmt.Errorf("%w: %v offset %d: %w", ErrCorrupt, h.ID, next, err)
+					case errors.Is(err, provider.ErrNotFound):
+						return nil, fmt.Errorf("%w: %v offset %d: %w", errSourceMoved, h.ID, next, err)
 					}
 					return nil, err
 				}
-				c.metrics.walReads.Add(1)
+				if d.Generation > 0 {
+					c.metrics.genReads.Add(1)
+				} else {
+					c.metrics.walReads.Add(1)
+				}
 				for _, e := range entries {
 					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
 						continue
@@ -141,24 +192,42 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 	return out, nil
 }
 
-// runsFrom returns up to limit committed runs in offset order, the first
-// being the one that contains offset `from`. Runs ending at or before
-// h.IndexedThrough are in the offset index; later ones are in h.Pending.
+// runsFrom returns up to limit committed sources in offset order, the first
+// being the one that contains offset `from`: published generations below
+// h.GenThrough (in the generation index up to h.GenIndexedThrough, then in
+// h.GenPending), then WAL runs (in the offset index up to
+// h.IndexedThrough, then in h.Pending). The WAL part starts at the run
+// containing max(from, GenThrough): WAL index entries wholly below
+// GenThrough may already be retired.
 func (c *Core) runsFrom(ctx context.Context, h *head, from int64, limit int) ([]descriptor, error) {
 	var out []descriptor
-	if from < h.IndexedThrough {
-		recs, err := c.meta.RangeScan(ctx, indexKey(h.ID, from+1), indexKey(h.ID, h.IndexedThrough+1), limit)
+	genEnd := h.GenThrough
+	if from < genEnd {
+		var err error
+		out, err = c.scanIndex(ctx, genKey(h.ID, from+1), genKey(h.ID, h.GenIndexedThrough+1), from < h.GenIndexedThrough, limit)
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range recs {
-			d, err := decodeIndexRecord(r.Value)
-			if err != nil {
-				return nil, err
+		for _, d := range h.GenPending {
+			if len(out) >= limit {
+				break
 			}
-			out = append(out, d)
+			if d.End > from && d.End > h.GenIndexedThrough {
+				out = append(out, d)
+			}
 		}
+		if len(out) == 0 || len(out) >= limit || out[len(out)-1].End < genEnd {
+			// Nothing found means the head is older than the index: the
+			// caller resolves again (errSourceMoved).
+			return out, nil
+		}
+		from = max(from, out[len(out)-1].End)
 	}
+	wal, err := c.scanIndex(ctx, indexKey(h.ID, from+1), indexKey(h.ID, h.IndexedThrough+1), from < h.IndexedThrough, limit-len(out))
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, wal...)
 	for _, d := range h.Pending {
 		if len(out) >= limit {
 			break
@@ -166,6 +235,26 @@ func (c *Core) runsFrom(ctx context.Context, h *head, from int64, limit int) ([]
 		if d.End > from && d.End > h.IndexedThrough {
 			out = append(out, d)
 		}
+	}
+	return out, nil
+}
+
+// scanIndex reads up to limit index records in [min, max) when want.
+func (c *Core) scanIndex(ctx context.Context, min, max string, want bool, limit int) ([]descriptor, error) {
+	if !want || limit <= 0 {
+		return nil, nil
+	}
+	recs, err := c.meta.RangeScan(ctx, min, max, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]descriptor, 0, len(recs))
+	for _, r := range recs {
+		d, err := decodeIndexRecord(r.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }

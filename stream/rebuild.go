@@ -51,6 +51,12 @@ func (c *Core) RebuildIndex(ctx context.Context, id ID) (RebuildReport, error) {
 		}
 		rep.Republished++
 	}
+	for _, d := range h.GenPending {
+		if _, err := c.meta.Put(ctx, genKey(id, d.End), d.encodeIndexRecord(), metadata.AnyVersion); err != nil {
+			return rep, err
+		}
+		rep.Republished++
+	}
 	gaps, before, err := c.indexGaps(ctx, h)
 	if err != nil || len(gaps) == 0 {
 		return rep, err
@@ -140,14 +146,19 @@ func (c *Core) RebuildIndex(ctx context.Context, id ID) (RebuildReport, error) {
 
 type offsetGap struct{ start, end int64 }
 
-// indexGaps lists the offset ranges in [h.Start, h.IndexedThrough) that no
-// index entry covers, and for each the cumulative payload size before it
-// (from the entry preceding it, or the head's StartBytes).
+// indexGaps lists the offset ranges in [max(h.Start, h.GenThrough),
+// h.IndexedThrough) that no WAL index entry covers, and for each the
+// cumulative payload size before it (from the entry preceding it, or the
+// head). Below GenThrough generations serve reads and GC retires the WAL
+// entries on purpose: those are not gaps.
 func (c *Core) indexGaps(ctx context.Context, h *head) ([]offsetGap, []int64, error) {
 	var gaps []offsetGap
 	var before []int64
 	next, cum := h.Start, h.StartBytes
-	from := indexKey(h.ID, h.Start+1)
+	if h.GenThrough > h.Start {
+		next, cum = h.GenThrough, h.GenCumBytes
+	}
+	from := indexKey(h.ID, next+1)
 	to := indexKey(h.ID, h.IndexedThrough+1)
 	for next < h.IndexedThrough {
 		recs, err := c.meta.RangeScan(ctx, from, to, 512)

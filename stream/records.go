@@ -16,13 +16,22 @@ import (
 //	s/n/<name>                    name record: the stream's creation spec (create-only)
 //	s/h/<id:016x>                 head: the commit point (version-CAS)
 //	s/i/<id:016x>/<end:020d>      offset index: one committed run descriptor per key
+//	s/g/<id:016x>/<end:020d>      generation index: one published generation per key
+//	s/r/<id:016x>/<key hash>      retiring generation objects (GC journal)
+//	s/p/<id:016x>/<holder>        durable reader protections (leases)
+//	s/d/<id:016x>                 deleted streams awaiting physical GC
 //
-// The index key is the run's exclusive end offset, zero-padded, so a scan
-// starting just past an offset finds the run that contains it first.
+// Index keys are the run's (generation's) exclusive end offset, zero-padded,
+// so a scan starting just past an offset finds the entry that contains it
+// first.
 const (
-	nameKeyPrefix  = "s/n/"
-	headKeyPrefix  = "s/h/"
-	indexKeyPrefix = "s/i/"
+	nameKeyPrefix    = "s/n/"
+	headKeyPrefix    = "s/h/"
+	indexKeyPrefix   = "s/i/"
+	genKeyPrefix     = "s/g/"
+	retireKeyPrefix  = "s/r/"
+	protectKeyPrefix = "s/p/"
+	deletedKeyPrefix = "s/d/"
 )
 
 func nameKey(name string) string { return nameKeyPrefix + name }
@@ -30,6 +39,14 @@ func headKey(id ID) string       { return headKeyPrefix + id.String() }
 func indexPrefix(id ID) string   { return indexKeyPrefix + id.String() + "/" }
 func indexKey(id ID, end int64) string {
 	return indexPrefix(id) + fmt.Sprintf("%020d", end)
+}
+
+func genPrefix(id ID) string     { return genKeyPrefix + id.String() + "/" }
+func retirePrefix(id ID) string  { return retireKeyPrefix + id.String() + "/" }
+func protectPrefix(id ID) string { return protectKeyPrefix + id.String() + "/" }
+func deletedKey(id ID) string    { return deletedKeyPrefix + id.String() }
+func genKey(id ID, end int64) string {
+	return genPrefix(id) + fmt.Sprintf("%020d", end)
 }
 
 func parseHeadKey(key string) (ID, bool) {
@@ -42,10 +59,16 @@ func parseHeadKey(key string) (ID, bool) {
 
 // Record format versions. Readers accept the current version only until a
 // second one exists; then N and N-1 (see docs/ARCHITECTURE.md).
+//
+// v2 of the head adds the generation fields (GenThrough, GenIndexedThrough,
+// NextGen, GenPending) and v2 descriptors add their Lineage; a v1 record
+// reads as a head with no generations.
 const (
 	nameRecordV1 = 1
 	headRecordV1 = 1
+	headRecordV2 = 2
 	descRecordV1 = 1
+	descRecordV2 = 2
 )
 
 // nameRecord is the creation spec. Putting it create-only is the atomic
@@ -142,6 +165,20 @@ type descriptor struct {
 	Generation uint32
 	Provider   string
 	Parts      []part
+	// Lineage (generations only) lists the commits the generation's bytes
+	// came from, so settling an unknown commit outcome still finds a run's
+	// identity after its WAL descriptor was retired.
+	Lineage []lineage
+}
+
+// lineage is a span of one session's commits FirstCommit..Commit.
+type lineage struct {
+	Epoch, Token        uint64
+	FirstCommit, Commit uint64
+}
+
+func (l lineage) contains(id runID) bool {
+	return l.Epoch == id.Epoch && l.Token == id.Token && l.FirstCommit <= id.Commit && id.Commit <= l.Commit
 }
 
 // part is one run's location inside a descriptor.
@@ -156,6 +193,14 @@ type runID struct {
 }
 
 func (d descriptor) contains(id runID) bool {
+	if d.Generation > 0 {
+		for _, l := range d.Lineage {
+			if l.contains(id) {
+				return true
+			}
+		}
+		return false
+	}
 	return d.Epoch == id.Epoch && d.Token == id.Token && d.FirstCommit <= id.Commit && id.Commit <= d.Commit
 }
 
@@ -167,7 +212,7 @@ func (d descriptor) partEnd(i int) int64 {
 	return d.End
 }
 
-func (d descriptor) encodeTo(w *bin.Writer) {
+func (d descriptor) encodeTo(w *bin.Writer, version uint8) {
 	w.Varint(d.Start)
 	w.Varint(d.End)
 	w.Uvarint(uint64(d.Entries))
@@ -186,15 +231,30 @@ func (d descriptor) encodeTo(w *bin.Writer) {
 		w.Varint(p.Start)
 		w.Bytes(p.Target)
 	}
+	if version >= 2 {
+		w.Uvarint(uint64(len(d.Lineage)))
+		for _, l := range d.Lineage {
+			w.Uvarint(l.Epoch)
+			w.U64(l.Token)
+			w.Uvarint(l.FirstCommit)
+			w.Uvarint(l.Commit)
+		}
+	}
 }
 
-func decodeDescriptorFrom(r *bin.Reader) descriptor {
+func decodeDescriptorFrom(r *bin.Reader, version uint8) descriptor {
 	d := descriptor{Start: r.Varint(), End: r.Varint(), Entries: uint32(r.Uvarint()), Bytes: r.Varint(), CumBytes: r.Varint(),
 		MinTS: r.Varint(), MaxTS: r.Varint(), Epoch: r.Uvarint(), Token: r.U64(), FirstCommit: r.Uvarint(), Commit: r.Uvarint(),
 		Generation: uint32(r.Uvarint()), Provider: r.String()}
 	n := r.Len(1 << 16)
 	for i := 0; i < n && r.Err() == nil; i++ {
 		d.Parts = append(d.Parts, part{Start: r.Varint(), Target: append([]byte(nil), r.Bytes()...)})
+	}
+	if version >= 2 {
+		n := r.Len(1 << 16)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			d.Lineage = append(d.Lineage, lineage{Epoch: r.Uvarint(), Token: r.U64(), FirstCommit: r.Uvarint(), Commit: r.Uvarint()})
+		}
 	}
 	if r.Err() == nil && !d.valid() {
 		r.Rest()
@@ -220,8 +280,8 @@ func (d descriptor) valid() bool {
 // encodeIndexRecord is the value of an offset-index key.
 func (d descriptor) encodeIndexRecord() []byte {
 	w := bin.Writer{}
-	w.U8(descRecordV1)
-	d.encodeTo(&w)
+	w.U8(descRecordV2)
+	d.encodeTo(&w, descRecordV2)
 	return w.Seal()
 }
 
@@ -231,10 +291,11 @@ func decodeIndexRecord(b []byte) (descriptor, error) {
 		return descriptor{}, fmt.Errorf("%w: index record: %w", ErrCorrupt, err)
 	}
 	r := bin.Reader{B: body}
-	if v := r.U8(); v != descRecordV1 {
+	v := r.U8()
+	if v != descRecordV1 && v != descRecordV2 {
 		return descriptor{}, fmt.Errorf("%w: index record version %d", ErrCorrupt, v)
 	}
-	d := decodeDescriptorFrom(&r)
+	d := decodeDescriptorFrom(&r, v)
 	if err := r.Done(); err != nil || !d.valid() {
 		return descriptor{}, fmt.Errorf("%w: index record", ErrCorrupt)
 	}
@@ -276,7 +337,19 @@ type head struct {
 	Commits        uint64 // runs committed under the current session
 	IndexedThrough int64
 	Pending        []descriptor
-	Producers      *dedup.Table
+	// Generations (physical evolution). Offsets [Start, GenThrough) are
+	// served by published generations (>= 1) when GenThrough > Start;
+	// generation descriptors ending at or before GenIndexedThrough are in
+	// the generation index, later ones in GenPending (the same
+	// publish-then-drop protocol as Pending and the offset index). NextGen
+	// numbers the next generation; numbers are never reused.
+	GenThrough        int64
+	GenIndexedThrough int64
+	// GenCumBytes is the cumulative committed payload size at GenThrough.
+	GenCumBytes int64
+	NextGen     uint64
+	GenPending  []descriptor
+	Producers   *dedup.Table
 	// producersOwned is false while Producers is shared with the head this
 	// one was cloned from (see clone).
 	producersOwned bool
@@ -294,6 +367,7 @@ func newHead(nr nameRecord) *head {
 func (h *head) clone() *head {
 	c := *h
 	c.Pending = append([]descriptor(nil), h.Pending...)
+	c.GenPending = append([]descriptor(nil), h.GenPending...)
 	c.producersOwned = false
 	return &c
 }
@@ -328,12 +402,12 @@ func (h *head) info() Info {
 	}
 	return Info{ID: h.ID, Name: h.Name, Profile: h.Profile, State: h.State, Attributes: attrs, Retention: h.Retention,
 		CreatedAt: time.UnixMilli(h.CreatedMs), StartOffset: h.Start, EndOffset: h.End, CommittedBytes: h.CommittedBytes,
-		RetainedBytes: max(h.CommittedBytes-h.StartBytes, 0), Session: si}
+		RetainedBytes: max(h.CommittedBytes-h.StartBytes, 0), MaterializedThrough: max(h.GenThrough, h.Start), Session: si}
 }
 
 func (h *head) encode() []byte {
 	w := bin.Writer{B: make([]byte, 0, 256+len(h.Pending)*64)}
-	w.U8(headRecordV1)
+	w.U8(headRecordV2)
 	w.U64(uint64(h.ID))
 	w.String(h.Name)
 	w.U8(uint8(h.Profile))
@@ -355,7 +429,15 @@ func (h *head) encode() []byte {
 	w.Varint(h.IndexedThrough)
 	w.Uvarint(uint64(len(h.Pending)))
 	for _, d := range h.Pending {
-		d.encodeTo(&w)
+		d.encodeTo(&w, headRecordV2)
+	}
+	w.Varint(h.GenThrough)
+	w.Varint(h.GenIndexedThrough)
+	w.Varint(h.GenCumBytes)
+	w.Uvarint(h.NextGen)
+	w.Uvarint(uint64(len(h.GenPending)))
+	for _, d := range h.GenPending {
+		d.encodeTo(&w, headRecordV2)
 	}
 	w.B = h.Producers.AppendEncode(w.B)
 	return w.Seal()
@@ -367,7 +449,8 @@ func decodeHead(b []byte) (*head, error) {
 		return nil, fmt.Errorf("%w: head: %w", ErrCorrupt, err)
 	}
 	r := bin.Reader{B: body}
-	if v := r.U8(); v != headRecordV1 {
+	v := r.U8()
+	if v != headRecordV1 && v != headRecordV2 {
 		return nil, fmt.Errorf("%w: head version %d", ErrCorrupt, v)
 	}
 	h := &head{ID: ID(r.U64()), Name: r.String(), Profile: Profile(r.U8()), State: State(r.U8()), CreatedMs: r.Varint()}
@@ -379,7 +462,14 @@ func decodeHead(b []byte) (*head, error) {
 	h.IndexedThrough = r.Varint()
 	n := r.Len(1 << 20)
 	for i := 0; i < n && r.Err() == nil; i++ {
-		h.Pending = append(h.Pending, decodeDescriptorFrom(&r))
+		h.Pending = append(h.Pending, decodeDescriptorFrom(&r, v))
+	}
+	if v >= headRecordV2 {
+		h.GenThrough, h.GenIndexedThrough, h.GenCumBytes, h.NextGen = r.Varint(), r.Varint(), r.Varint(), r.Uvarint()
+		n := r.Len(1 << 20)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			h.GenPending = append(h.GenPending, decodeDescriptorFrom(&r, v))
+		}
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("%w: head", ErrCorrupt)

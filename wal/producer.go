@@ -397,6 +397,11 @@ func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerCo
 // Epoch returns the epoch this producer claimed.
 func (p *Producer) Epoch() uint64 { return p.epoch }
 
+// RunID returns the producer's run identifier: every segment it writes is
+// named "<SegmentPrefix>/<RunID>/<ordinal>", so a segment key tells which
+// producer wrote it.
+func (p *Producer) RunID() string { return p.runID }
+
 // claim bumps the manifest epoch under CAS, establishing this producer as the
 // current primary.
 //

@@ -34,6 +34,11 @@ advertised.listeners and Pulsar's advertisedListeners do:
   --tls-cert-file server.pem --tls-key-file server-key.pem
   [--tls-ca-file ca.pem --tls-client-auth requested|required]
 
+Kafka SASL_PLAINTEXT and SASL_SSL listeners take SCRAM-SHA-256/512, PLAIN
+and OAUTHBEARER (--kafka-sasl-mechanisms; users from "nereus kafka user set"
+or kafka-configs; JWTs verified with --token-secret-key-file or
+--token-public-key-file; KIP-368 re-authentication with --kafka-max-reauth).
+
 TLS is 1.2 or newer; the certificate, key and CA files are re-read on SIGHUP
 and when they change (--tls-reload-interval). scripts/gen-dev-certs.sh makes
 a throwaway CA and certificates for a loopback try-out. Listeners bind

@@ -84,7 +84,10 @@ func printInfo(w io.Writer, info adminapi.StreamInfo) {
 	fmt.Fprintf(tw, "profile:\t%s\n", info.Profile)
 	fmt.Fprintf(tw, "state:\t%s\n", info.State)
 	fmt.Fprintf(tw, "offsets:\t[%d, %d)  (%d readable)\n", info.StartOffset, info.EndOffset, info.EndOffset-info.StartOffset)
-	fmt.Fprintf(tw, "committed bytes:\t%d\n", info.CommittedBytes)
+	fmt.Fprintf(tw, "committed bytes:\t%d  (%d retained)\n", info.CommittedBytes, info.RetainedBytes)
+	if info.MaterializedThrough > info.StartOffset {
+		fmt.Fprintf(tw, "generations:\toffsets [%d, %d) served from generation objects, the rest from the WAL\n", info.StartOffset, info.MaterializedThrough)
+	}
 	fmt.Fprintf(tw, "created:\t%s\n", info.CreatedAt.Format(time.RFC3339))
 	if info.Retention.TimeMs > 0 || info.Retention.Bytes > 0 {
 		fmt.Fprintf(tw, "retention:\ttime=%s bytes=%d\n", time.Duration(info.Retention.TimeMs)*time.Millisecond, info.Retention.Bytes)

@@ -226,3 +226,57 @@ func TestFranzClientQuotas(t *testing.T) {
 	}
 	t.Logf("producer throttled up to %d ms, consumer up to %d ms after %d records", prodHook.maxMs.Load(), consHook.maxMs.Load(), records)
 }
+
+// TestFranzOffsetDelete: kadm.DeleteOffsets removes an empty group's
+// committed offsets of the named partitions and keeps the others; a group
+// with a live member refuses with GROUP_SUBSCRIBED_TO_TOPIC.
+func TestFranzOffsetDelete(t *testing.T) {
+	adm := kadm.NewClient(newKgo(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic, group := uniqueTopic("offdel"), uniqueTopic("offdel-group")
+	createTopic(t, adm, topic, 2, nil)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: topic, Partition: 1, At: 7, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, group, offs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.DeleteOffsets(ctx, group, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("delete offsets: %v %v", res, err)
+	}
+	got, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup(topic, 0); ok && o.At >= 0 {
+		t.Fatalf("partition 0 offset still %d", o.At)
+	}
+	if o, ok := got.Lookup(topic, 1); !ok || o.At != 7 {
+		t.Fatalf("partition 1 offset %+v", o)
+	}
+	if _, err := adm.DeleteOffsets(ctx, uniqueTopic("no-such-group"), kadm.TopicsSet{topic: {0: {}}}); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("unknown group: %v", err)
+	}
+	// A live member: refused.
+	cons := newKgo(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic))
+	for {
+		if d, err := adm.DescribeGroups(ctx, group); err == nil && d[group].State == "Stable" {
+			break
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		cons.PollFetches(pctx) // joins in the background
+		pcancel()
+		if ctx.Err() != nil {
+			t.Fatal("group never became stable")
+		}
+	}
+	res, err = adm.DeleteOffsets(ctx, group, kadm.TopicsSet{topic: {1: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[topic][1]; !errors.Is(r, kerr.GroupSubscribedToTopic) {
+		t.Fatalf("live group: %v", r)
+	}
+}

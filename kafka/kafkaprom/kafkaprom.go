@@ -72,6 +72,8 @@ var counters = []counter{
 	{"fetched_bytes_total", "Record batch bytes served by fetch.", func(s *kafka.Stats) int64 { return s.FetchedBytes.Load() }},
 	{"group_joins_total", "Successful JoinGroup answers (members entering a generation).", func(s *kafka.Stats) int64 { return s.GroupRebalances.Load() }},
 	{"offset_commits_total", "Partition offsets committed.", func(s *kafka.Stats) int64 { return s.OffsetCommits.Load() }},
+	{"sasl_authentications_total", "Successful SASL authentications and re-authentications.", func(s *kafka.Stats) int64 { return s.AuthSuccesses.Load() }},
+	{"sasl_authentication_failures_total", "Failed or refused SASL exchanges (the connection was closed).", func(s *kafka.Stats) int64 { return s.AuthFailures.Load() }},
 }
 
 // Describe implements prometheus.Collector.

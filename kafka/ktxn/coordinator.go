@@ -70,12 +70,18 @@ type Coordinator struct {
 }
 
 type entry struct {
-	mu     sync.Mutex
-	id     string
-	rec    Record // State "" while no record exists
-	ver    metadata.Version
+	mu  sync.Mutex
+	id  string
+	rec Record // the current state; State "" while no record exists
+	ver metadata.Version
+	// lazy: rec is Complete* but the store still holds its Prepare* record
+	// (markers written, offsets applied). The next transition CASes over
+	// the Prepare* version, so completing costs no write on the EndTxn
+	// path; the sweep writes Complete* for ids that stay idle. A crash in
+	// between only repeats the (idempotent) completion.
+	lazy   bool
 	loaded bool
-	view   atomic.Pointer[Record] // last persisted record, read by Verify
+	view   atomic.Pointer[Record] // rec as published to Verify
 }
 
 // New returns a coordinator over the metadata store. Start loads the
@@ -157,7 +163,7 @@ func (c *Coordinator) sweep(ctx context.Context) {
 	c.mu.Lock()
 	es := make([]*entry, 0, len(c.txns))
 	for _, e := range c.txns {
-		if v := e.view.Load(); v != nil && (v.State == Ongoing || v.State.Preparing()) {
+		if v := e.view.Load(); v != nil && (v.State == Ongoing || v.State.Preparing() || v.State == CompleteCommit || v.State == CompleteAbort) {
 			es = append(es, e)
 		}
 	}
@@ -165,6 +171,9 @@ func (c *Coordinator) sweep(ctx context.Context) {
 	now := c.cfg.Now().UnixMilli()
 	for _, e := range es {
 		e.mu.Lock()
+		if e.lazy && now-e.rec.UpdateMs >= c.cfg.CheckInterval.Milliseconds() {
+			_ = c.persist(ctx, e, e.rec)
+		}
 		if e.rec.State == Ongoing {
 			if next, expired := DecideTimeout(e.rec, now); expired {
 				c.log.Info("kafka/ktxn: aborting expired transaction", "txn", e.id, "pid", e.rec.ProducerID, "timeoutMs", e.rec.TimeoutMs)
@@ -219,7 +228,7 @@ func (c *Coordinator) reload(ctx context.Context, e *entry) int16 {
 		}
 		e.rec, e.ver = rec, r.Version
 	}
-	e.loaded = true
+	e.loaded, e.lazy = true, false
 	rec := e.rec
 	e.view.Store(&rec)
 	c.mu.Lock()
@@ -271,7 +280,7 @@ func (c *Coordinator) persist(ctx context.Context, e *entry, next Record) int16 
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	old := e.rec
-	e.rec, e.ver = next, v
+	e.rec, e.ver, e.lazy = next, v, false
 	rec := next
 	e.view.Store(&rec)
 	c.mu.Lock()
@@ -361,7 +370,14 @@ func (c *Coordinator) complete(ctx context.Context, e *entry) int16 {
 			}
 		}
 	}
-	return c.persist(ctx, e, Completed(r, c.cfg.Now().UnixMilli()))
+	old := e.rec
+	e.rec, e.lazy = Completed(r, c.cfg.Now().UnixMilli()), true
+	rec := e.rec
+	e.view.Store(&rec)
+	c.mu.Lock()
+	c.indexPending(&old, &rec)
+	c.mu.Unlock()
+	return 0
 }
 
 func (c *Coordinator) writeMarker(ctx context.Context, tp TopicPartition, pid int64, epoch int16, commit bool) error {

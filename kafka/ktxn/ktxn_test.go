@@ -2,6 +2,7 @@ package ktxn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -309,5 +310,69 @@ func TestCoordinatorUnknownOutcome(t *testing.T) {
 	}
 	if c.Verify("u", pid, epoch, tpA) != 0 {
 		t.Fatal("the settled write is not in effect")
+	}
+}
+
+// TestLazyCompletion: EndTxn answers once the markers are written without
+// writing Complete* (the next transition CASes over the Prepare* record);
+// a restart in between repeats the completion; an idle id gets its
+// Complete* record from the sweep.
+func TestLazyCompletion(t *testing.T) {
+	ctx := context.Background()
+	meta, st := memstore.New(), &fakeStorage{}
+	c1 := New(meta, st, Config{CheckInterval: time.Hour})
+	if err := c1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, _ := c1.InitProducerID(ctx, "lz", 60000, -1, -1)
+	_ = c1.AddPartitions(ctx, "lz", pid, epoch, []TopicPartition{tpA})
+	if code := c1.EndTxn(ctx, "lz", pid, epoch, true); code != 0 {
+		t.Fatal(code)
+	}
+	if rec, _, _ := c1.Describe(ctx, "lz"); rec.State != CompleteCommit {
+		t.Fatalf("state after EndTxn %s", rec.State)
+	}
+	stored := func() State {
+		r, err := meta.Get(ctx, txnKey("lz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec Record
+		if err := json.Unmarshal(r.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.State
+	}
+	if s := stored(); s != PrepareCommit {
+		t.Fatalf("stored %s, want the Prepare record until the next write", s)
+	}
+	// The next transaction's first write replaces it directly.
+	if code := c1.AddPartitions(ctx, "lz", pid, epoch, []TopicPartition{tpB}); code != 0 {
+		t.Fatal(code)
+	}
+	if s := stored(); s != Ongoing {
+		t.Fatalf("stored %s after the next AddPartitions", s)
+	}
+	if code := c1.EndTxn(ctx, "lz", pid, epoch, false); code != 0 {
+		t.Fatal(code)
+	}
+	c1.Close()
+	st.takeMarkers()
+	// Crash before any further write: the restarted coordinator repeats
+	// the abort's markers and records it; its sweep writes Complete*.
+	c2 := New(meta, st, Config{CheckInterval: 10 * time.Millisecond})
+	if err := c2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if m := st.takeMarkers(); len(m) != 1 || m[0].commit || m[0].tp != tpB {
+		t.Fatalf("repeated markers %+v", m)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for stored() != CompleteAbort {
+		if time.Now().After(deadline) {
+			t.Fatalf("stored %s: the sweep never wrote CompleteAbort", stored())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -150,6 +150,7 @@ type Provider struct {
 
 	readers *readerCache
 	met     *providerMetrics
+	reclaim reclaimState
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -459,7 +460,7 @@ func (l *lane) completeLoop() {
 		if pr.err != nil {
 			p.met.failedRuns.Add(bg, 1)
 			if pr.led != nil {
-				pr.led.runFinished(false)
+				pr.led.runFinished(false, 0, 0)
 				p.maybeFinalize(pr.led)
 			}
 			pr.done(nil, pr.err)
@@ -470,7 +471,7 @@ func (l *lane) completeLoop() {
 		if unitRecords(pr.run) {
 			t.flags |= flagUnitRecords
 		}
-		pr.led.runFinished(true)
+		pr.led.runFinished(true, pr.run.Commit, pr.run.End())
 		p.met.runDone(int64(len(pr.futs)), pr.bytes, pr.sent)
 		pr.done(t.encode(), nil)
 	}
@@ -562,7 +563,7 @@ func (p *Provider) Release(tgt provider.Target, committed bool) {
 	if led == nil {
 		return
 	}
-	led.released(committed)
+	led.released(t.commit, committed)
 	p.maybeFinalize(led)
 }
 

@@ -120,8 +120,14 @@ func decodeTarget(b provider.Target) (target, error) {
 // Ledger record: the provider's registry entry for one ledger it created,
 // under <prefix>/w/<writerID>/<ledgerID:020d>, sealed with a CRC32C:
 //
-//	v1(u8) ledger(u64) stream(u64) epoch(uvarint) token(u64) state(u8)
+//	v2(u8) ledger(u64) stream(u64) epoch(uvarint) token(u64) state(u8)
 //	lastEntry(varint) incarnation(string) createdMs(varint) committed(bool)
+//	committedEnd(varint)
+//
+// committedEnd (v2) is the end offset of the last committed run in the
+// ledger, -1 when unknown (a v1 record): physical GC deletes a SETTLED
+// ledger once the core retires offsets below it. v1 records are read; v2
+// is written.
 type ledgerState uint8
 
 const (
@@ -151,7 +157,10 @@ func (s ledgerState) String() string {
 	return fmt.Sprintf("ledgerState(%d)", uint8(s))
 }
 
-const recordV1 = 1
+const (
+	recordV1       = 1
+	ledgerRecordV2 = 2
+)
 
 type ledgerRecord struct {
 	ledger               int64
@@ -161,11 +170,12 @@ type ledgerRecord struct {
 	incarnation          string
 	createdMs            int64
 	committed            bool
+	committedEnd         int64 // -1: unknown
 }
 
 func (r ledgerRecord) encode() []byte {
 	w := bin.Writer{}
-	w.U8(recordV1)
+	w.U8(ledgerRecordV2)
 	w.U64(uint64(r.ledger))
 	w.U64(r.stream)
 	w.Uvarint(r.epoch)
@@ -175,6 +185,7 @@ func (r ledgerRecord) encode() []byte {
 	w.String(r.incarnation)
 	w.Varint(r.createdMs)
 	w.Bool(r.committed)
+	w.Varint(r.committedEnd)
 	return w.Seal()
 }
 
@@ -184,11 +195,16 @@ func decodeLedgerRecord(b []byte) (ledgerRecord, error) {
 		return ledgerRecord{}, err
 	}
 	r := bin.Reader{B: body}
-	if v := r.U8(); v != recordV1 {
+	v := r.U8()
+	if v != recordV1 && v != ledgerRecordV2 {
 		return ledgerRecord{}, fmt.Errorf("%w: ledger record version %d", bin.ErrCorrupt, v)
 	}
 	rec := ledgerRecord{ledger: int64(r.U64()), stream: r.U64(), epoch: r.Uvarint(), token: r.U64(),
-		state: ledgerState(r.U8()), lastEntry: r.Varint(), incarnation: r.String(), createdMs: r.Varint(), committed: r.Bool()}
+		state: ledgerState(r.U8()), lastEntry: r.Varint(), incarnation: r.String(), createdMs: r.Varint(), committed: r.Bool(),
+		committedEnd: -1}
+	if v >= ledgerRecordV2 {
+		rec.committedEnd = r.Varint()
+	}
 	if err := r.Done(); err != nil || rec.state < stateAllocated || rec.state > stateSettled {
 		return ledgerRecord{}, bin.ErrCorrupt
 	}

@@ -38,6 +38,10 @@ type ledger struct {
 	releasedN  int
 	committed  bool
 	finalizing bool
+	// ends maps durable runs' commit numbers to their end offsets until
+	// released; committedEnd is the highest end of a committed one.
+	ends         map[uint64]int64
+	committedEnd int64
 }
 
 func (led *ledger) runStarted(entries, bytes int64) {
@@ -48,20 +52,28 @@ func (led *ledger) runStarted(entries, bytes int64) {
 	led.inflight++
 }
 
-func (led *ledger) runFinished(durable bool) {
+func (led *ledger) runFinished(durable bool, commit uint64, end int64) {
 	led.mu.Lock()
 	defer led.mu.Unlock()
 	led.inflight--
 	if durable {
 		led.written++
+		if led.ends == nil {
+			led.ends = map[uint64]int64{}
+		}
+		led.ends[commit] = end
 	}
 }
 
-func (led *ledger) released(committed bool) {
+func (led *ledger) released(commit uint64, committed bool) {
 	led.mu.Lock()
 	defer led.mu.Unlock()
 	led.releasedN++
 	led.committed = led.committed || committed
+	if committed {
+		led.committedEnd = max(led.committedEnd, led.ends[commit])
+	}
+	delete(led.ends, commit)
 }
 
 func (led *ledger) size() (int64, int64) {
@@ -309,7 +321,8 @@ func (p *Provider) maybeFinalize(led *ledger) {
 	}
 	committed := led.committed
 	rec := ledgerRecord{ledger: led.id, stream: led.stream, epoch: led.epoch, token: led.token, state: stateSettled,
-		lastEntry: led.lastEntry, incarnation: p.incarnation, createdMs: led.createdMs, committed: true}
+		lastEntry: led.lastEntry, incarnation: p.incarnation, createdMs: led.createdMs, committed: true,
+		committedEnd: led.committedEnd}
 	rv, mdv := led.recVersion, led.mdVersion
 	led.mu.Unlock()
 	if !ready {

@@ -73,17 +73,21 @@ func (p *Provider) recoverLedger(ctx context.Context, kv metadata.Record, rec le
 		return 0, err
 	}
 	committed := false
+	committedEnd := int64(0)
 	for _, in := range intents {
 		c, err := settle(ctx, in)
 		if err != nil {
 			return 0, fmt.Errorf("nereus/bkwal: settling a run in ledger %d: %w", rec.ledger, err)
+		}
+		if c {
+			committedEnd = max(committedEnd, in.Run.End())
 		}
 		committed = committed || c
 	}
 	info = r.Info()
 	if committed {
 		next := rec
-		next.state, next.lastEntry, next.committed = stateSettled, info.Metadata.LastEntryID, true
+		next.state, next.lastEntry, next.committed, next.committedEnd = stateSettled, info.Metadata.LastEntryID, true, committedEnd
 		if _, err := p.putSettled(ctx, kv.Key, next.encode(), kv.Version); err != nil {
 			return 0, fmt.Errorf("nereus/bkwal: ledger record %d: %w", rec.ledger, err)
 		}

@@ -21,7 +21,7 @@
 // object and returns its Info: the identity, range and counts (Meta), the
 // object size, where its footer is, and its digest. The core stores the Info
 // in its generation-index record; every read passes it back, and ParseFooter
-// refuses a footer that does not match it byte for byte (stream, generation,
+// refuses a footer that does not match it field for field (stream, generation,
 // range, counts, size, digest), so an object at a key can only be read as
 // the object the metadata says is there.
 //
@@ -30,7 +30,9 @@
 // exactly those blocks, and DecodeSpan verifies each block's CRC32C and each
 // entry's CRC32C before returning entries. Returned payloads alias the
 // fetched buffer (no copy): the buffer is never reused, so callers may keep
-// them, but a kept payload keeps its whole span buffer reachable.
+// them, but a kept payload keeps its whole span buffer reachable. With
+// Reader.SetReadAhead, the span after a sequential read is fetched in the
+// background (and verified like any other when it is read).
 //
 // Verify checks a whole object without any metadata (header, footer, digest,
 // every block and entry, all counts): it is the content proof of a PUT whose

@@ -123,8 +123,22 @@ type Provider struct {
 	mu          sync.Mutex
 	prod        *wal.Producer
 	fatal       error
-	outstanding map[string]int // segment -> runs written, not yet released
-	committed   map[string]int // segment -> runs released as committed
+	outstanding map[string]int               // segment -> runs written, not yet released
+	committed   map[string][]provider.RunRef // segment -> runs released as committed
+	// runsOf maps a durable run's target to its identity until the core
+	// releases it (so Release can record committed runs for reclaim.go).
+	runsOf map[string]provider.RunRef
+	// retained holds segments dropped from the manifest that hold
+	// committed runs: physical GC (reclaim.go) deletes them once the core
+	// judges every run retired.
+	retained map[string]*retainedSegment
+	// liveRuns are the producer run IDs of this process still writing
+	// (their untracked segments may be in flight: never rediscovered).
+	liveRuns    map[string]bool
+	firstDead   map[string]time.Time
+	reclaimPass int
+	rediscoverQ []string
+	segBytes    map[string]int64 // segment -> bytes known from placements (approximate size)
 	// resolvedThrough is the highest record sequence whose Durability the
 	// waiter has processed: manifest entries at or below it are fully
 	// accounted for in outstanding/committed.
@@ -140,6 +154,7 @@ type Provider struct {
 
 type pendingWrite struct {
 	d    *wal.Durability
+	ref  provider.RunRef
 	done func(provider.Target, error)
 }
 
@@ -153,7 +168,9 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		cfg: cfg, log: cfg.Logger,
 		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
 		cache:       newRunCache(cfg.CacheBytes),
-		outstanding: map[string]int{}, committed: map[string]int{},
+		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
+		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
+		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
 		waitQ: make(chan pendingWrite, 1<<14),
 	}
 	prod, err := p.newProducer(ctx)
@@ -161,6 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p.prod = prod
+	p.liveRuns[prod.RunID()] = true
 	m, _, ok, err := p.manifest.Load(ctx)
 	if err != nil {
 		_ = prod.Close(ctx)
@@ -221,7 +239,8 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		done(nil, fmt.Errorf("objectwal: %w", err))
 		return
 	}
-	p.waitQ <- pendingWrite{d: d, done: done}
+	ref := provider.RunRef{Stream: run.Stream, Epoch: run.Epoch, Token: run.Token, Commit: run.Commit, Start: run.Start, End: run.End(), Committed: true}
+	p.waitQ <- pendingWrite{d: d, ref: ref, done: done}
 }
 
 // waiter resolves writes in append order (which is manifest order).
@@ -254,6 +273,8 @@ func (p *Provider) waiter() {
 		t := encodeTarget(pl, pw.d.Count()-1)
 		p.mu.Lock()
 		p.outstanding[pl.Location]++
+		p.runsOf[string(t)] = pw.ref
+		p.segBytes[pl.Location] = max(p.segBytes[pl.Location], pl.Offset+pl.Length)
 		last := first + uint64(pw.d.Count()) - 1
 		if !p.resolvedAny || last > p.resolvedThrough {
 			p.resolvedThrough, p.resolvedAny = last, true
@@ -290,6 +311,10 @@ func (p *Provider) onProducerError(prod *wal.Producer, err error) {
 			np, err := p.newProducer(p.ctx)
 			if err == nil {
 				p.mu.Lock()
+				if prod != nil {
+					delete(p.liveRuns, prod.RunID()) // settled: its leftovers may be rediscovered
+				}
+				p.liveRuns[np.RunID()] = true
 				p.prod, p.fatal = np, nil
 				p.mu.Unlock()
 				p.log.Warn("object WAL producer reopened", "prefix", p.cfg.Prefix)
@@ -367,8 +392,15 @@ func (p *Provider) Release(target provider.Target, committed bool) {
 	if p.outstanding[tg.location]--; p.outstanding[tg.location] <= 0 {
 		delete(p.outstanding, tg.location)
 	}
+	ref, known := p.runsOf[string(target)]
+	delete(p.runsOf, string(target))
 	if committed {
-		p.committed[tg.location]++
+		if !known {
+			// Not written through this process's Write: identity unknown,
+			// so reclaim.go must look it up before judging the segment.
+			ref = provider.RunRef{Stream: ^uint64(0)}
+		}
+		p.committed[tg.location] = append(p.committed[tg.location], ref)
 	} else {
 		p.cache.drop(string(target))
 	}
@@ -389,7 +421,6 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 		if e.Sequence >= p.recoverLimit {
 			break
 		}
-		anyCommitted := false
 		for _, md := range e.Metadata {
 			run, err := decodeRunMeta(md.Payload)
 			if err != nil {
@@ -399,13 +430,13 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 			if err != nil {
 				return err
 			}
-			anyCommitted = anyCommitted || committed
+			if committed {
+				p.mu.Lock()
+				p.committed[e.Location] = append(p.committed[e.Location], provider.RunRef{Stream: run.Stream,
+					Epoch: run.Epoch, Token: run.Token, Commit: run.Commit, Start: run.Start, End: run.End(), Committed: true})
+				p.mu.Unlock()
+			}
 			settled++
-		}
-		if anyCommitted {
-			p.mu.Lock()
-			p.committed[e.Location]++
-			p.mu.Unlock()
 		}
 	}
 	if settled > 0 {
@@ -480,11 +511,18 @@ func (p *Provider) truncate(ctx context.Context, limit uint64) error {
 		}
 		for _, e := range drop {
 			p.mu.Lock()
-			keep := p.committed[e.Location] > 0
+			runs := p.committed[e.Location]
+			size := p.segBytes[e.Location]
 			delete(p.committed, e.Location)
+			delete(p.segBytes, e.Location)
+			if len(runs) > 0 {
+				// Referenced by the offset index: physical GC deletes it
+				// once the core retires every committed run in it.
+				p.retain(e.Location, runs, size)
+			}
 			p.mu.Unlock()
-			if keep {
-				continue // referenced by the offset index
+			if len(runs) > 0 {
+				continue
 			}
 			if err := p.cfg.Store.Delete(ctx, e.Location, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 				p.log.Warn("deleting garbage segment failed", "segment", e.Location, "err", err)

@@ -14,6 +14,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Entry is one protocol entry as stored: a payload covering RecordCount
@@ -111,4 +112,78 @@ type Provider interface {
 // job. Entry payloads passed to fn are only valid during the call.
 type Scanner interface {
 	ScanRuns(ctx context.Context, fn func(run Run, target Target) error) error
+}
+
+// RunRef names a settled run a physical unit (a segment, a ledger) holds:
+// its identity and offsets. Committed is true when the provider knows the
+// core committed it (the core released it as committed); false means the
+// provider does not know, and the core looks it up.
+type RunRef struct {
+	Stream               uint64
+	Epoch, Token, Commit uint64
+	Start, End           int64
+	Committed            bool
+}
+
+// Verdict is the core's judgement of one settled run.
+type Verdict uint8
+
+const (
+	// RunNeeded: the run is committed and still readable (not trimmed, not
+	// yet served by a generation) or a reader protection may still use it.
+	// Keep its bytes.
+	RunNeeded Verdict = iota + 1
+	// RunRetired: proven unneeded — trimmed, served by a published
+	// generation, of a deleted stream, or never committed — and no
+	// protection needs it.
+	RunRetired
+)
+
+// Judge decides, for settled runs, whether the core still needs their
+// bytes; verdicts are in run order. An error means the question is open
+// (a store did not answer): keep everything.
+type Judge func(ctx context.Context, runs []RunRef) ([]Verdict, error)
+
+// ReclaimOptions configures one physical-GC pass.
+type ReclaimOptions struct {
+	// Grace: a unit is deleted only once it has been found all-retired for
+	// at least this long (measured in this process, so it restarts with
+	// the process).
+	Grace time.Duration
+	// DryRun reports instead of deleting.
+	DryRun bool
+	// Now is the pass's clock reading.
+	Now time.Time
+}
+
+// PendingUnit is a physical unit a pass kept, and why.
+type PendingUnit struct {
+	Unit   string // segment key, "ledger <id>"
+	Bytes  int64  // size when known
+	Reason string
+}
+
+// ReclaimReport says what one pass did.
+type ReclaimReport struct {
+	Units        int // physical units considered
+	Deleted      int
+	DeletedBytes int64
+	// DeletedUnits lists the units deleted (the audit trail).
+	DeletedUnits []PendingUnit
+	Errors       int
+	// Pending lists (up to a bound) units kept, with the reason.
+	Pending []PendingUnit
+	// PendingCount and PendingBytes total every kept unit.
+	PendingCount int
+	PendingBytes int64
+}
+
+// Reclaimer is implemented by providers that delete the bytes of committed
+// runs once the core proves them unneeded (physical GC). Reclaim runs one
+// pass: every unit whose runs are all settled is judged; a unit all of
+// whose runs are RunRetired, found so for at least Grace, is deleted.
+// It must never delete a unit holding an unsettled run or a run judged
+// RunNeeded, and never guess when the judge errs.
+type Reclaimer interface {
+	Reclaim(ctx context.Context, judge Judge, opts ReclaimOptions) (ReclaimReport, error)
 }

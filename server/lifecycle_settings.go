@@ -1,0 +1,80 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nereusstream/nereus-go/stream"
+)
+
+// LifecycleSettings configure the physical lifecycle of streams:
+// materialization into generations, reader protection and physical GC
+// (which is on by default). Each is a flag, a NEREUS_* variable and a
+// config-file key; the defaults equal the core's (stream.LifecycleConfig).
+type LifecycleSettings struct {
+	// GenerationBytes is the target size of a generation object (default
+	// 16 MiB).
+	GenerationBytes int64
+	// GenerationMaxAge materializes a smaller range once its oldest commit
+	// is this old (default 60s): it bounds how long shared Object WAL
+	// segments are kept for a slow stream.
+	GenerationMaxAge time.Duration
+	// MaterializeConcurrency bounds parallel materialization tasks (and so
+	// their memory, about GenerationBytes each; default 2).
+	MaterializeConcurrency int64
+	// GCInterval is how often GC runs (default 5s); GCGrace how long an
+	// unpublished, unprotected source stays before its bytes are deleted
+	// (default 15s).
+	GCInterval time.Duration
+	GCGrace    time.Duration
+	// GCDryRun logs and reports what GC would delete, and deletes nothing.
+	GCDryRun bool
+	// GCDisabled turns GC off entirely (space is then never reclaimed).
+	GCDisabled bool
+	// LeaseTTL is the lifetime of a durable reader protection without
+	// renewal (default 30s).
+	LeaseTTL time.Duration
+}
+
+// DefaultLifecycleSettings returns the core's defaults.
+func DefaultLifecycleSettings() LifecycleSettings {
+	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
+		GCInterval: 5 * time.Second, GCGrace: 15 * time.Second, LeaseTTL: 30 * time.Second}
+}
+
+func (l LifecycleSettings) validate() []error {
+	var errs []error
+	if l.GenerationBytes < 4<<10 {
+		errs = append(errs, fmt.Errorf("generation-bytes %d must be at least 4KiB", l.GenerationBytes))
+	}
+	for name, d := range map[string]time.Duration{"generation-max-age": l.GenerationMaxAge, "gc-interval": l.GCInterval,
+		"gc-grace": l.GCGrace, "lease-ttl": l.LeaseTTL} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", name, d))
+		}
+	}
+	if l.MaterializeConcurrency <= 0 {
+		errs = append(errs, fmt.Errorf("materialize-concurrency %d must be positive", l.MaterializeConcurrency))
+	}
+	return errs
+}
+
+// coreLifecycle carries the settings into the core's config.
+func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
+	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
+		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
+		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL}
+}
+
+var lifecycleSettings = []setting{
+	bytesSetting("generation-bytes", "target size of a generation object (read-optimized copy of a committed range)", func(c *Config) *int64 { return &c.Lifecycle.GenerationBytes }),
+	durSetting("generation-max-age", "materialize a smaller range once its oldest commit is this old", func(c *Config) *time.Duration { return &c.Lifecycle.GenerationMaxAge }),
+	intSetting("materialize-concurrency", "parallel materialization tasks", func(c *Config) *int64 { return &c.Lifecycle.MaterializeConcurrency }),
+	durSetting("gc-interval", "how often physical GC runs", func(c *Config) *time.Duration { return &c.Lifecycle.GCInterval }),
+	durSetting("gc-grace", "how long an unpublished, unprotected source stays before its bytes are deleted", func(c *Config) *time.Duration { return &c.Lifecycle.GCGrace }),
+	boolSetting("gc-dry-run", "report what GC would delete and delete nothing", func(c *Config) *bool { return &c.Lifecycle.GCDryRun }),
+	boolSetting("gc-disabled", "turn GC off entirely (space is never reclaimed)", func(c *Config) *bool { return &c.Lifecycle.GCDisabled }),
+	durSetting("lease-ttl", "lifetime of a durable reader protection without renewal", func(c *Config) *time.Duration { return &c.Lifecycle.LeaseTTL }),
+}
+
+func init() { settings = append(settings, lifecycleSettings...) }

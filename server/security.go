@@ -1,0 +1,98 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nereusstream/nereus-go/internal/authtoken"
+	"github.com/nereusstream/nereus-go/kafka/ksasl"
+	"github.com/nereusstream/nereus-go/listener"
+)
+
+// Security is authentication and authorization for every protocol. Its
+// fields are flags, NEREUS_* variables and config-file keys
+// (securitySettings). Secrets are only ever read from files named here
+// (or, for credentials of the backends, environment variables); none is
+// a flag value and none is logged.
+type Security struct {
+	// TokenSecretKeyFile (HS256) or TokenPublicKeyFile (RS256) verifies
+	// the JWTs every protocol accepts: Pulsar token authentication, the
+	// admin API's bearer tokens and Kafka SASL/OAUTHBEARER. The role (or
+	// Kafka user) is the TokenRoleClaim claim (default "sub"); when
+	// TokenAudience is set the token's "aud" must name it.
+	TokenSecretKeyFile string
+	TokenPublicKeyFile string
+	TokenRoleClaim     string
+	TokenAudience      string
+
+	// KafkaSASLMechanisms are the mechanisms SASL listeners accept
+	// (sasl.enabled.mechanisms; default SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,
+	// plus OAUTHBEARER when a token key is configured).
+	KafkaSASLMechanisms string
+	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
+	// long (bounded by an OAUTHBEARER token's expiry) and must
+	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
+	KafkaMaxReauth time.Duration
+}
+
+func defaultSecurity() Security { return Security{TokenRoleClaim: "sub"} }
+
+// TokenConfig is the JWT validation setting.
+func (s Security) TokenConfig() authtoken.Config {
+	return authtoken.Config{SecretKeyFile: s.TokenSecretKeyFile, PublicKeyFile: s.TokenPublicKeyFile,
+		RoleClaim: s.TokenRoleClaim, Audience: s.TokenAudience}
+}
+
+func (s Security) kafkaMechanisms() []string {
+	var out []string
+	for _, m := range strings.Split(s.KafkaSASLMechanisms, ",") {
+		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (s Security) validate() []error {
+	var errs []error
+	if s.TokenSecretKeyFile != "" && s.TokenPublicKeyFile != "" {
+		errs = append(errs, errors.New("token-secret-key-file and token-public-key-file: set one (HS256 or RS256)"))
+	}
+	for _, m := range s.kafkaMechanisms() {
+		switch m {
+		case ksasl.Plain, ksasl.ScramSHA256, ksasl.ScramSHA512:
+		case ksasl.OAuthBearer:
+			if !s.TokenConfig().Configured() {
+				errs = append(errs, errors.New("kafka-sasl-mechanisms OAUTHBEARER needs token-secret-key-file or token-public-key-file"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("kafka-sasl-mechanisms: %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER", m))
+		}
+	}
+	if s.KafkaMaxReauth < 0 {
+		errs = append(errs, fmt.Errorf("kafka-max-reauth %v must not be negative", s.KafkaMaxReauth))
+	}
+	return errs
+}
+
+var securitySettings = []setting{
+	mk("token-secret-key-file", "file with the HS256 secret that signs JWTs (Pulsar tokens, admin API bearer tokens, Kafka OAUTHBEARER)", func(c *Config) *string { return &c.TokenSecretKeyFile }),
+	mk("token-public-key-file", "file with the RS256 public key (PEM or DER) that verifies JWTs", func(c *Config) *string { return &c.TokenPublicKeyFile }),
+	mk("token-role-claim", "JWT claim naming the role / user", func(c *Config) *string { return &c.TokenRoleClaim }),
+	mk("token-audience", "when set, JWTs must name it in their aud claim", func(c *Config) *string { return &c.TokenAudience }),
+	mk("kafka-sasl-mechanisms", "mechanisms of SASL_PLAINTEXT/SASL_SSL listeners (default SCRAM-SHA-256,SCRAM-SHA-512,PLAIN[,OAUTHBEARER with a token key])", func(c *Config) *string { return &c.KafkaSASLMechanisms }),
+	durationSetting("kafka-max-reauth", "Kafka connections.max.reauth.ms: SASL session lifetime before re-authentication (0: never)", func(c *Config) *time.Duration { return &c.KafkaMaxReauth }),
+}
+
+func init() { settings = append(settings, securitySettings...) }
+
+// authenticated reports whether a listener admits only clients that proved
+// who they are (for the exposure warning).
+func (c Config) listenerAuthenticated(s listener.Spec) bool {
+	if s.Security.TLS && listener.ClientAuth(c.TLSClientAuth) == listener.ClientAuthRequired {
+		return true
+	}
+	return s.Security.SASL
+}

@@ -1,0 +1,78 @@
+package stream
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// startLifecycle arms the periodic lifecycle work, each kind one pass at a
+// time on its own asynchronous run (through the runtime seam, so the
+// simulator drives it on its clock):
+//
+//   - materialization: plan the streams this process writes, and renew
+//     the durable reader leases this process holds;
+//   - GC: logical GC of owned and deleted streams, then physical GC.
+//
+// Retention runs from the maintenance tick (maintenance.go).
+func (c *Core) startLifecycle() {
+	var matRunning, gcRunning atomic.Bool
+	c.periodic(c.cfg.Lifecycle.Interval, &matRunning, func(ctx context.Context) {
+		c.scheduleMaterialization(ctx)
+		c.leases.renew(ctx)
+	})
+	if !c.cfg.Lifecycle.GCDisabled {
+		c.periodic(c.cfg.Lifecycle.GCInterval, &gcRunning, func(ctx context.Context) {
+			if _, err := c.CollectGarbage(ctx); err != nil && c.ctx.Err() == nil {
+				c.log.Warn("gc pass failed", "err", err)
+			}
+		})
+	}
+}
+
+// periodic runs fn every d until the core closes, skipping a tick while
+// the previous pass still runs; a pass is bounded by a deadline of a few
+// intervals so a hung store cannot stall it forever.
+func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.Context)) {
+	var loop func()
+	loop = func() {
+		if c.ctx.Err() != nil {
+			return
+		}
+		if running.CompareAndSwap(false, true) {
+			c.background.Add(1)
+			c.rt.goFunc(func() {
+				defer c.background.Done()
+				defer running.Store(false)
+				ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
+				defer cancel()
+				fn(ctx)
+			})
+		}
+		c.rt.afterFunc(d, loop)
+	}
+	c.rt.afterFunc(d, loop)
+}
+
+// retentionPass enforces retention on every owned stream and plans the
+// materialization of owned streams no append session here touches.
+func (c *Core) retentionPass(ctx context.Context) error {
+	return c.forOwnedStreams(ctx, func(in Info) error {
+		if in.State != StateActive && in.State != StateSealed {
+			return nil
+		}
+		if in.Retention != (Retention{}) {
+			if _, err := c.enforceOne(ctx, in); err != nil {
+				return err
+			}
+		}
+		if c.owner(in.ID) == nil && c.materializes(in.Profile) {
+			h, _, err := c.readHeadView(ctx, in.ID)
+			if err != nil {
+				return err
+			}
+			c.mat.consider(h)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,86 @@
+package stream
+
+import "time"
+
+// LifecycleConfig configures the physical lifecycle of streams:
+// materialization into generations, retention, reader protection and
+// physical GC. Zero values mean the documented defaults.
+type LifecycleConfig struct {
+	// Interval is how often the streams this process owns are checked for
+	// materialization and retention work (default 1s).
+	Interval time.Duration
+	// GenerationBytes is the target size of a generation object: a range
+	// is materialized once this much committed payload is unmaterialized
+	// (default 16 MiB).
+	GenerationBytes int64
+	// GenerationMaxAge materializes a smaller range once its oldest commit
+	// is this old (default 60s). It bounds how long the multi-stream WAL
+	// segments a stream wrote into must be kept.
+	GenerationMaxAge time.Duration
+	// MaterializeConcurrency bounds parallel materialization tasks, and so
+	// the memory they use (about GenerationBytes each; default 2).
+	MaterializeConcurrency int
+	// DisableMaterialization turns background materialization off (tests,
+	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
+	DisableMaterialization bool
+	// GCInterval is how often logical and physical GC run (default 5s).
+	GCInterval time.Duration
+	// GCGrace is how long a source stays after it was unpublished and no
+	// protection needs it before its bytes are deleted (default 15s).
+	GCGrace time.Duration
+	// GCDryRun makes GC report what it would delete and delete nothing.
+	GCDryRun bool
+	// GCDisabled turns physical and logical GC off entirely.
+	GCDisabled bool
+	// LeaseTTL is the lifetime of a durable reader protection without
+	// renewal (default 30s); LeaseSkew the clock skew GC tolerates when
+	// judging expiry (default 5s).
+	LeaseTTL  time.Duration
+	LeaseSkew time.Duration
+	// GenerationCacheBytes bounds the parsed generation footers kept for
+	// reads (default 16 MiB).
+	GenerationCacheBytes int64
+}
+
+func (l *LifecycleConfig) withDefaults() {
+	if l.Interval <= 0 {
+		l.Interval = time.Second
+	}
+	if l.GenerationBytes <= 0 {
+		l.GenerationBytes = 16 << 20
+	}
+	if l.GenerationMaxAge <= 0 {
+		l.GenerationMaxAge = 60 * time.Second
+	}
+	if l.MaterializeConcurrency <= 0 {
+		l.MaterializeConcurrency = 2
+	}
+	if l.GCInterval <= 0 {
+		l.GCInterval = 5 * time.Second
+	}
+	if l.GCGrace <= 0 {
+		l.GCGrace = 15 * time.Second
+	}
+	if l.LeaseTTL <= 0 {
+		l.LeaseTTL = 30 * time.Second
+	}
+	if l.LeaseSkew <= 0 {
+		l.LeaseSkew = 5 * time.Second
+	}
+	if l.GenerationCacheBytes <= 0 {
+		l.GenerationCacheBytes = 16 << 20
+	}
+}
+
+// Ownership tells the core which streams' background lifecycle work
+// (retention, materialization, logical GC) runs in this process. In a
+// cluster exactly one live broker should own each stream; during a view
+// change two may briefly both claim one, which every lifecycle step
+// tolerates (each is a CAS or an idempotent delete). Nil means this process
+// owns every stream (a single node).
+type Ownership interface {
+	OwnsStream(name string) bool
+	// Changes is closed (and replaced) whenever the answer may have
+	// changed.
+	Changes() <-chan struct{}
+}

@@ -1,0 +1,160 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// RetentionGuard lets a protocol adapter keep what its consumers still
+// need: time and size retention never trim a stream it guards past the
+// offset RetentionFloor returns (explicit Trim is not limited by it). The
+// Pulsar boundary uses it for subscription backlogs: a message not yet
+// acknowledged by every durable subscription stays unless retention is told
+// otherwise. An error skips the stream's retention for this pass.
+type RetentionGuard interface {
+	RetentionFloor(ctx context.Context, info Info) (int64, error)
+}
+
+type guardEntry struct {
+	match func(Info) bool
+	g     RetentionGuard
+}
+
+type retentionGuards struct {
+	mu sync.Mutex
+	gs []guardEntry
+}
+
+// RegisterRetentionGuard makes g limit retention of every stream match
+// accepts (e.g. by its "protocol" attribute).
+func (c *Core) RegisterRetentionGuard(match func(Info) bool, g RetentionGuard) {
+	c.guards.mu.Lock()
+	c.guards.gs = append(c.guards.gs, guardEntry{match: match, g: g})
+	c.guards.mu.Unlock()
+}
+
+// floor returns the lowest floor any guard sets for in (h.End if none).
+func (c *Core) retentionFloor(ctx context.Context, in Info) (int64, error) {
+	c.guards.mu.Lock()
+	gs := append([]guardEntry(nil), c.guards.gs...)
+	c.guards.mu.Unlock()
+	floor := in.EndOffset
+	for _, g := range gs {
+		if !g.match(in) {
+			continue
+		}
+		f, err := g.g.RetentionFloor(ctx, in)
+		if err != nil {
+			return 0, err
+		}
+		floor = min(floor, f)
+	}
+	return floor, nil
+}
+
+// EnforceRetention trims the streams this process owns whose retention says
+// so: whole sources (commits, generations) older than Retention.Time, and
+// whole sources from the front while the retained size exceeds
+// Retention.Bytes, never past a RetentionGuard's floor. It runs every
+// RetentionInterval; tests and admin tools may call it directly.
+func (c *Core) EnforceRetention(ctx context.Context) error {
+	return c.forOwnedStreams(ctx, func(in Info) error {
+		if in.Retention == (Retention{}) || in.State != StateActive && in.State != StateSealed {
+			return nil
+		}
+		_, err := c.enforceOne(ctx, in)
+		return err
+	})
+}
+
+// enforceOne applies retention to one stream and returns the new start.
+func (c *Core) enforceOne(ctx context.Context, in Info) (int64, error) {
+	h, _, err := c.readHeadView(ctx, in.ID)
+	if err != nil {
+		return 0, err
+	}
+	to, err := c.retentionCut(ctx, h)
+	if err != nil || to <= h.Start {
+		return h.Start, err
+	}
+	floor, err := c.retentionFloor(ctx, h.info())
+	if err != nil {
+		return h.Start, fmt.Errorf("retention floor: %w", err)
+	}
+	to = min(to, floor)
+	if to <= h.Start {
+		return h.Start, nil
+	}
+	if err := c.Trim(ctx, in.ID, to); err != nil {
+		return h.Start, err
+	}
+	c.lc.retentionTrims.Add(1)
+	return to, nil
+}
+
+// retentionCut walks sources from h.Start and returns the end of the last
+// one retention lets go: older than Retention.Time (by its newest entry's
+// timestamp, as Kafka judges segments), or keeping the retained size above
+// Retention.Bytes.
+func (c *Core) retentionCut(ctx context.Context, h *head) (int64, error) {
+	r := h.Retention
+	cutoff := c.nowMs() - r.Time.Milliseconds()
+	retained := h.CommittedBytes - h.StartBytes
+	trimTo := h.Start
+	for trimTo < h.End {
+		runs, err := c.runsFrom(ctx, h, trimTo, 256)
+		if err != nil {
+			return trimTo, err
+		}
+		if len(runs) == 0 || runs[0].Start > trimTo {
+			return trimTo, nil
+		}
+		for _, d := range runs {
+			old := r.Time > 0 && d.MaxTS < cutoff
+			big := r.Bytes > 0 && retained > r.Bytes
+			if !old && !big {
+				return trimTo, nil
+			}
+			retained -= d.CumBytes - max(d.CumBytes-d.Bytes, h.StartBytes)
+			trimTo = d.End
+		}
+	}
+	return trimTo, nil
+}
+
+// owns reports whether this process does stream h's lifecycle work.
+func (c *Core) owns(in Info) bool {
+	if c.owner(in.ID) != nil {
+		return true
+	}
+	return c.cfg.Ownership == nil || c.cfg.Ownership.OwnsStream(in.Name)
+}
+
+// forOwnedStreams calls fn for every live stream this process owns, in name
+// order. fn's errors are logged per stream and do not stop the pass.
+func (c *Core) forOwnedStreams(ctx context.Context, fn func(Info) error) error {
+	after := ""
+	for {
+		infos, err := c.List(ctx, "", after, 512)
+		if err != nil {
+			return err
+		}
+		if len(infos) == 0 {
+			return nil
+		}
+		for _, in := range infos {
+			after = in.Name
+			if !c.owns(in) {
+				continue
+			}
+			if err := fn(in); err != nil && !errors.Is(err, ErrStreamNotFound) && ctx.Err() == nil {
+				c.log.Warn("lifecycle work failed", "stream", in.ID, "name", in.Name, "err", err)
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
