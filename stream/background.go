@@ -40,7 +40,10 @@ func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.C
 			return
 		}
 		if running.CompareAndSwap(false, true) {
-			c.background.Add(1)
+			if !c.startBackground() {
+				running.Store(false)
+				return // Close waits for background work
+			}
 			c.rt.goFunc(func() {
 				defer c.background.Done()
 				defer running.Store(false)

@@ -131,6 +131,7 @@ type Core struct {
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
 	background       sync.WaitGroup
+	backgroundClosed bool // guarded by mu: Close waits for background; see startBackground
 	stopTick         func() bool
 
 	ctx    context.Context
@@ -264,6 +265,9 @@ func (c *Core) Close() error {
 	c.mu.Unlock()
 	c.committer.stop()
 	c.committer.failAll()
+	c.mu.Lock()
+	c.backgroundClosed = true // no c.background.Add from here on (startBackground)
+	c.mu.Unlock()
 	c.background.Wait()
 	c.watch.stop()
 	var errs []error

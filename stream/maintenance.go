@@ -67,17 +67,20 @@ func (c *Core) maintenanceTick() {
 	})
 }
 
-// startBackground counts one more piece of background work, unless Close
-// has begun (then it reports false and the work must not start). The check
-// and the Add happen under c.mu, where Close sets closed before it waits
-// for background work: so every Add happens before that Wait, as the
-// sync.WaitGroup contract requires (an Add from zero concurrent with Wait
-// may be missed by it, and the race detector reports it as a data race),
-// and no retention pass starts after Close stopped waiting for them.
+// startBackground counts one more piece of asynchronous work in
+// c.background (retention and lifecycle passes, materialization tasks),
+// or reports false once Close waits for that work; then the work must not
+// start. Every c.background.Add goes through here: the check and the Add
+// happen under c.mu, where Close sets backgroundClosed before it calls
+// Wait, so every Add happens before that Wait, as the sync.WaitGroup
+// contract requires (an Add from zero concurrent with Wait may be missed
+// by it, and the race detector reports it as a data race), and nothing
+// starts after Close stopped waiting. Work may still start while Close
+// drains (appends may wait for a generation being built).
 func (c *Core) startBackground() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.backgroundClosed {
 		return false
 	}
 	c.background.Add(1)

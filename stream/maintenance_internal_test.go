@@ -18,7 +18,7 @@ type tickRuntime struct {
 	mu      sync.Mutex
 	at      time.Time
 	timers  []*tickTimer
-	started int // goFunc calls: retention passes (this test has no owners, so no committer runs)
+	started int // goFunc calls
 }
 
 type tickTimer struct {
@@ -100,16 +100,17 @@ func (r *tickRuntime) pending() (armed int) {
 	return armed
 }
 
-// TestNoBackgroundWorkOnceCloseBegan is the regression test for the
+// TestNoBackgroundWorkOnceCloseWaits is the regression test for the
 // Close/maintenance race (TestExpiredSessionTakeover failed ~1 in 40 under
-// -race): a tick that came due while Close was draining started a
-// retention pass (c.background.Add from zero) concurrently with Close's
+// -race): a tick that came due while Close ran started a retention pass
+// (c.background.Add from zero) concurrently with Close's
 // c.background.Wait — a sync.WaitGroup misuse that the race detector
 // reports and that let Wait return before the pass started, so a retention
-// pass could run on a closed Core. Once Close has begun, a tick may still
-// renew leases but must start no background work; after Close no tick is
+// pass could run on a closed Core. Once Close waits for background work,
+// a tick (or any other starter: lifecycle passes, materialization tasks,
+// all through startBackground) must start nothing; after Close no tick is
 // armed, and a timer that fires anyway arms no other.
-func TestNoBackgroundWorkOnceCloseBegan(t *testing.T) {
+func TestNoBackgroundWorkOnceCloseWaits(t *testing.T) {
 	rt := &tickRuntime{at: time.Unix(1_700_000_000, 0)}
 	c, err := Open(context.Background(), Config{Metadata: memstore.New(), ObjectWAL: memprovider.New(1, memprovider.Faults{}),
 		WriterID: "b1", RetentionInterval: time.Minute, runtime: rt})
@@ -118,31 +119,36 @@ func TestNoBackgroundWorkOnceCloseBegan(t *testing.T) {
 	}
 	rt.advance(2 * time.Minute) // a retention pass is due at the next tick
 
-	// Close has begun (the first thing it does, before draining): the tick
-	// that fires now must not start the due retention pass.
+	// The point where Close waits for background work (the tick fires in
+	// another goroutine at that moment in the failing runs): the tick that
+	// fires now must not start the due retention pass.
 	c.mu.Lock()
-	c.closed = true
+	c.backgroundClosed = true
 	c.mu.Unlock()
-	if n := rt.fire(false); n != 1 {
-		t.Fatalf("%d maintenance ticks armed, want 1", n)
+	started := rt.startedCount()
+	rt.fire(false)
+	if n := rt.startedCount() - started; n != 0 {
+		t.Fatalf("a tick started %d passes while Close waits for background work", n)
 	}
-	if n := rt.startedCount(); n != 0 {
-		t.Fatalf("a tick started %d retention passes after Close began", n)
+	if c.startBackground() {
+		t.Fatal("startBackground counted work while Close waits for background work")
 	}
 
 	// Let Close run for real.
 	c.mu.Lock()
-	c.closed = false
+	c.backgroundClosed = false
 	c.mu.Unlock()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	rt.fire(false) // lifecycle loops re-armed by the fire above end once c.ctx is cancelled
 	if n := rt.pending(); n != 0 {
-		t.Fatalf("%d maintenance ticks still armed after Close", n)
+		t.Fatalf("%d timers still armed after Close", n)
 	}
+	started = rt.startedCount()
 	rt.advance(2 * time.Minute)
-	rt.fire(true) // a timer whose stop came too late
-	if n, started := rt.pending(), rt.startedCount(); n != 0 || started != 0 {
-		t.Fatalf("after Close a late tick armed %d ticks and started %d passes", n, started)
+	rt.fire(true) // timers whose stop came too late
+	if n, s := rt.pending(), rt.startedCount()-started; n != 0 || s != 0 {
+		t.Fatalf("after Close late timers armed %d timers and started %d passes", n, s)
 	}
 }

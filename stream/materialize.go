@@ -71,7 +71,9 @@ func (m *materializer) urge(id ID) {
 	m.mu.Lock()
 	m.urgent[id] = true
 	m.mu.Unlock()
-	m.c.background.Add(1)
+	if !m.c.startBackground() {
+		return // Close waits for background work; appends waiting for it fail with the owner
+	}
 	m.c.rt.goFunc(func() {
 		defer m.c.background.Done()
 		h, _, err := m.c.readHeadView(m.c.ctx, id)
@@ -147,7 +149,12 @@ func (m *materializer) consider(h *head) genPlan {
 	m.running[h.ID] = true
 	delete(m.urgent, h.ID)
 	m.mu.Unlock()
-	m.c.background.Add(1)
+	if !m.c.startBackground() {
+		m.mu.Lock()
+		delete(m.running, h.ID)
+		m.mu.Unlock()
+		return plan
+	}
 	m.c.rt.goFunc(func() {
 		defer m.c.background.Done()
 		ctx := m.c.ctx // the task outlives the pass that planned it
