@@ -144,6 +144,18 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	return h, err
 }
 
+// ClusterStatus returns GET /v1/cluster (limit <= 0: the server's default
+// scan limit).
+func (c *Client) ClusterStatus(ctx context.Context, limit int) (ClusterStatus, error) {
+	var q url.Values
+	if limit > 0 {
+		q = url.Values{"limit": {strconv.Itoa(limit)}}
+	}
+	var out ClusterStatus
+	err := c.do(ctx, http.MethodGet, "/v1/cluster", q, nil, &out)
+	return out, err
+}
+
 // CreateStream creates a stream. If the name is taken the error has code
 // STREAM_EXISTS.
 func (c *Client) CreateStream(ctx context.Context, req CreateStreamRequest) (StreamInfo, error) {

@@ -15,8 +15,9 @@ package adminapi
 
 import "time"
 
-// Health is the body of GET /healthz. Status is "ok" while serving and
-// "draining" (with HTTP 503) once shutdown began.
+// Health is the body of GET /healthz. Status is "ok" while serving,
+// "degraded" (still HTTP 200; see Degraded) while a storage component cannot
+// write, and "draining" (with HTTP 503) once shutdown began.
 type Health struct {
 	Status string `json:"status"`
 	// Durable is false when the storage backend keeps data in memory only
@@ -35,6 +36,23 @@ type Health struct {
 	// address it is bound to.
 	Listeners map[string]string `json:"listeners"`
 	StartedAt time.Time         `json:"startedAt"`
+	// Degraded lists the storage components that cannot make appends
+	// durable right now (a full disk, an unreachable object store or
+	// metadata store); Status is then "degraded". The answer stays HTTP 200:
+	// reads and everything else keep working, appends fail with a retriable
+	// error, and the components recover by themselves once the cause
+	// clears.
+	Degraded []DegradedComponent `json:"degraded,omitempty"`
+}
+
+// DegradedComponent is one storage component that cannot write.
+type DegradedComponent struct {
+	// Component is "metadata", "objectwal" or "bookkeeper".
+	Component string `json:"component"`
+	// Reason is the last error seen.
+	Reason string `json:"reason"`
+	// Since is when the degraded period began.
+	Since time.Time `json:"since"`
 }
 
 // StorageBackend describes one store the server runs on. It never carries
@@ -182,6 +200,10 @@ const (
 	CodeUnsupportedProfile Code = "UNSUPPORTED_PROFILE"
 	CodeFenced             Code = "FENCED"
 	CodeSessionBusy        Code = "SESSION_BUSY"
+	// CodeNotOwner: another node of the cluster owns the stream; the
+	// message names it (send appends there, or retry while ownership
+	// moves).
+	CodeNotOwner           Code = "NOT_OWNER"
 	CodeOffsetConflict     Code = "OFFSET_CONFLICT"
 	CodeOffsetOutOfRange   Code = "OFFSET_OUT_OF_RANGE"
 	CodeOutOfOrderSequence Code = "OUT_OF_ORDER_SEQUENCE"
@@ -201,7 +223,7 @@ func (c Code) Status() int {
 		return 400
 	case CodeNotFound, CodeStreamNotFound:
 		return 404
-	case CodeStreamExists, CodeStreamSealed, CodeFenced, CodeSessionBusy, CodeOffsetConflict,
+	case CodeStreamExists, CodeStreamSealed, CodeFenced, CodeSessionBusy, CodeNotOwner, CodeOffsetConflict,
 		CodeOutOfOrderSequence, CodeProducerFenced, CodeUnknownProducer:
 		return 409
 	case CodeTooLarge:
@@ -226,6 +248,56 @@ type RebuildIndexResult struct {
 	Scanned int `json:"scanned"`
 	// Rebuilt counts index entries written from scanned runs.
 	Rebuilt int `json:"rebuilt"`
+}
+
+// ClusterStatus is GET /v1/cluster: the cluster as the answering node sees
+// it.
+type ClusterStatus struct {
+	// Self is the node id of the answering node.
+	Self string `json:"self"`
+	// Isolated: the answering node has lost contact with the metadata
+	// store for a whole session TTL (it owns nothing meanwhile).
+	Isolated bool `json:"isolated,omitempty"`
+	// Leaving: the answering node is draining out of the cluster.
+	Leaving bool            `json:"leaving,omitempty"`
+	Brokers []ClusterBroker `json:"brokers"`
+	// Streams is how many streams were scanned for the per-broker counts;
+	// Truncated is set when there were more than the limit. Unowned counts
+	// scanned streams whose append session no registered broker holds
+	// (idle streams, or a dead owner's not yet taken over).
+	Streams   int  `json:"streams"`
+	Truncated bool `json:"truncated,omitempty"`
+	Unowned   int  `json:"unowned"`
+}
+
+// ClusterBroker is one registered broker.
+type ClusterBroker struct {
+	NodeID        string            `json:"nodeId"`
+	KafkaBrokerID int32             `json:"kafkaBrokerId"`
+	Rack          string            `json:"rack,omitempty"`
+	Version       string            `json:"version,omitempty"`
+	Weight        uint32            `json:"weight"`
+	State         string            `json:"state"` // active | draining
+	Self          bool              `json:"self,omitempty"`
+	Endpoints     []ClusterEndpoint `json:"endpoints"`
+	// RegisteredAt is when the broker's current registry session began;
+	// SessionAgeSeconds its age as the answering node computed it.
+	RegisteredAt      time.Time `json:"registeredAt"`
+	SessionAgeSeconds float64   `json:"sessionAgeSeconds"`
+	SessionTTLSeconds float64   `json:"sessionTtlSeconds"`
+	// AssignedStreams counts the scanned streams the ownership policy
+	// assigns to the broker; HeldStreams those whose append session it
+	// holds now.
+	AssignedStreams int `json:"assignedStreams"`
+	HeldStreams     int `json:"heldStreams"`
+}
+
+// ClusterEndpoint is one advertised address of a broker.
+type ClusterEndpoint struct {
+	Protocol string `json:"protocol"` // kafka | pulsar | http
+	Listener string `json:"listener"`
+	Address  string `json:"address"`
+	TLS      bool   `json:"tls,omitempty"`
 }
 
 // KafkaScramUser is one Kafka user with SCRAM credentials

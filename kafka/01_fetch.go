@@ -27,12 +27,20 @@ package kafka
 //     marker is at or after fetch_offset and which began before the end of
 //     the returned data; the client skips those producers' batches up to
 //     their abort marker, which it reads in the same data.
-//   - current_leader_epoch (v9+) is checked against the partition's session
-//     epoch: older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH.
+//   - Any broker serves a fetch for any partition (storage is shared; the
+//     leader's tail cache makes it the cheapest, not the only, reader). A
+//     fetch never takes an append session.
+//   - current_leader_epoch (v9+) is checked against the epoch of the
+//     partition stream's current session (its head): older ->
+//     FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH.
+//   - KIP-392 rack awareness (v11+): a fetch whose rack_id differs from this
+//     broker's rack while an active broker of that rack exists is answered,
+//     per partition, with preferred_read_replica = that broker (chosen by
+//     rendezvous hashing among the rack's brokers, so a partition's readers
+//     in one rack share one broker's cache) and no records; the consumer
+//     then fetches there. Otherwise preferred_read_replica is -1.
 //   - consumer_byte_rate quotas: a fetch that would exceed its client's
 //     quota returns no records, with throttle_time_ms (quota.go).
-//   - Follower fetching (rack, preferred_read_replica) is not supported:
-//     preferred_read_replica is always -1.
 //
 // Version notes:
 //   - v4: isolation_level, last_stable_offset, aborted_transactions (librdkafka
@@ -54,6 +62,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kbatch"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -66,6 +75,8 @@ type fetchPart struct {
 	out  *kmsg.FetchResponseTopicPartition
 	part *kstore.Partition
 	err  error
+	// redirect: answered with a preferred read replica, never read here.
+	redirect bool
 	// entries are the stored batches to send (unmodified; the writer
 	// patches their baseOffset on the way out) and size their byte total.
 	entries []stream.ReadEntry
@@ -85,6 +96,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	}
 
 	var parts []fetchPart
+	redirected := false // some partition was sent to its preferred read replica
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
@@ -101,6 +113,17 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			if err == nil && req.Version >= 9 && rp.CurrentLeaderEpoch >= 0 {
 				err = checkLeaderEpoch(r.ctx, s, p, rp.CurrentLeaderEpoch)
 			}
+			if err == nil && req.Version >= 11 {
+				if id, ok := r.preferredReplica(req.Rack, p); ok {
+					op.PreferredReadReplica = id
+					if start, end, berr := s.store.Bounds(r.ctx, p); berr == nil {
+						op.HighWatermark, op.LastStableOffset, op.LogStartOffset = end, end, start
+					}
+					redirected = true
+					parts = append(parts, fetchPart{req: rp, out: op, part: p, redirect: true})
+					continue
+				}
+			}
 			parts = append(parts, fetchPart{req: rp, out: op, part: p, err: err})
 		}
 	}
@@ -113,7 +136,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	committed := req.Version >= 4 && req.IsolationLevel == readCommitted
 	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) {
+	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) || redirected {
 		throttleFetch(r, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
@@ -167,6 +190,28 @@ func anyFetchError(parts []fetchPart) bool {
 	return false
 }
 
+// preferredReplica is the broker a consumer in rack should fetch p from
+// (KIP-392), when that is not this broker: an active broker of the
+// client's rack, chosen by rendezvous hashing of the partition's stream
+// among them.
+func (r *request) preferredReplica(rack string, p *kstore.Partition) (int32, bool) {
+	s := r.s
+	if rack == "" || rack == s.cluster.Self().Rack {
+		return -1, false
+	}
+	var same []cluster.Broker
+	for _, b := range s.cluster.View().Active() {
+		if _, _, ok := r.kafkaEndpoint(b); ok && b.Rack == rack {
+			same = append(same, b)
+		}
+	}
+	b, ok := cluster.Pick(p.StreamName(), same)
+	if !ok || b.NodeID == s.cluster.NodeID() {
+		return -1, false
+	}
+	return b.KafkaID, true
+}
+
 // checkLeaderEpoch compares a client's current_leader_epoch with ours.
 func checkLeaderEpoch(ctx context.Context, s *Server, p *kstore.Partition, clientEpoch int32) error {
 	ours, err := s.store.LeaderEpoch(ctx, p)
@@ -191,6 +236,9 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 		op := fp.out
 		fp.entries, fp.size = nil, 0
 		op.AbortedTransactions = nil
+		if fp.redirect {
+			continue
+		}
 		if fp.err != nil {
 			op.ErrorCode = errorCode(fp.err)
 			continue
@@ -281,7 +329,7 @@ func waitForCommit(ctx context.Context, s *Server, parts []fetchPart, deadline <
 	)
 	for i := range parts {
 		fp := &parts[i]
-		if fp.err != nil || fp.part == nil {
+		if fp.err != nil || fp.part == nil || fp.redirect {
 			continue
 		}
 		end, ch, err := s.store.Notify(ctx, fp.part)

@@ -51,7 +51,7 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 	if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	} else {
-		r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+		err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 			switch {
 			case g != nil:
 				code = g.CommitCheck(member, gen)
@@ -59,6 +59,9 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 				code = kerr.UnknownMemberID.Code
 			}
 		})
+		if err != nil {
+			code = groupErrorCode(err)
+		}
 	}
 	var commits []kstore.OffsetCommit
 	var slots []*kmsg.OffsetCommitResponseTopicPartition

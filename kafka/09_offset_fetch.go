@@ -43,6 +43,9 @@ type offsetTopic struct {
 
 // fetchGroupOffsets answers one group's offset fetch; topics == nil means all.
 func fetchGroupOffsets(r *request, group string, topics map[string][]int32, all, requireStable bool) ([]offsetTopic, int16) {
+	if !r.s.groups.Owns(group) {
+		return nil, kerr.NotCoordinator.Code
+	}
 	offs, err := r.s.store.FetchOffsets(r.ctx, group)
 	if err != nil {
 		return nil, errorCode(err)

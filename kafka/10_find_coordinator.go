@@ -3,8 +3,11 @@ package kafka
 // FindCoordinator: v0-4
 //
 // Behavior:
-//   - This broker coordinates every consumer group (key_type 0) and every
-//     transactional id (key_type 1; package ktxn).
+//   - A consumer group's coordinator (key_type 0) is the broker that owns
+//     the group's key, a transactional id's (key_type 1; package ktxn) the
+//     owner of the id's key (rendezvous hashing over the active brokers);
+//     every broker answers the same. Group state is stored, so when the
+//     owner changes the new coordinator resumes the group.
 //   - Share groups (key_type 2) do not exist here: COORDINATOR_NOT_AVAILABLE
 //     with a message saying so; other key types INVALID_REQUEST.
 //   - v4+ answers each batched key separately, echoing the key.
@@ -18,6 +21,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/nereusstream/nereus-go/cluster"
 )
 
 func init() { regKey(10, 0, 4, handleFindCoordinator) }
@@ -25,38 +30,37 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := r.advertised()
-	var code int16
-	var msg *string
-	switch req.CoordinatorType {
-	case 0, 1:
-	case 2:
-		code = kerr.CoordinatorNotAvailable.Code
-		m := "nereus: share groups are not supported"
-		msg = &m
-	default:
-		code = kerr.InvalidRequest.Code
-		m := "nereus: unknown coordinator key type"
-		msg = &m
+	find := func(key string) (id int32, host string, port int32, code int16, msg *string) {
+		var owner cluster.Broker
+		var ok bool
+		switch req.CoordinatorType {
+		case 0:
+			owner, ok = r.s.cluster.OwnerOf(cluster.GroupKey(key))
+		case 1:
+			owner, ok = r.s.cluster.OwnerOf(cluster.TxnKey(key))
+		case 2:
+			m := "nereus: share groups are not supported"
+			return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+		default:
+			m := "nereus: unknown coordinator key type"
+			return -1, "", -1, kerr.InvalidRequest.Code, &m
+		}
+		if ok {
+			if h, p, reachable := r.kafkaEndpoint(owner); reachable {
+				return owner.KafkaID, h, p, 0, nil
+			}
+		}
+		m := "nereus: no active broker to coordinate the key"
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
 	}
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = code, msg
-		if code == 0 {
-			resp.NodeID, resp.Host, resp.Port = r.s.cfg.NodeID, host, port
-		} else {
-			resp.NodeID, resp.Port = -1, -1
-		}
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = find(req.CoordinatorKey)
 		return resp, nil, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.ErrorCode, c.ErrorMessage = code, msg
-		if code == 0 {
-			c.NodeID, c.Host, c.Port = r.s.cfg.NodeID, host, port
-		} else {
-			c.NodeID, c.Port = -1, -1
-		}
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = find(key)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil, nil

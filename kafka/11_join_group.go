@@ -55,7 +55,7 @@ func handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	reply := make(chan *kmsg.JoinGroupResponse, 1)
 	var imm *kmsg.JoinGroupResponse
 	clientID := r.hdr.clientID
-	r.s.groups.Do(req.Group, true, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, true, func(g *kgroup.Group, now time.Time) {
 		if g == nil {
 			imm = req.ResponseKind().(*kmsg.JoinGroupResponse)
 			imm.ErrorCode = kerr.CoordinatorNotAvailable.Code
@@ -63,6 +63,12 @@ func handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		}
 		imm = g.Join(now, req, clientID, clientHost(r.c), kgroup.NewMemberID(clientID), reply)
 	})
+	if err != nil {
+		imm = req.ResponseKind().(*kmsg.JoinGroupResponse)
+		imm.ErrorCode = groupErrorCode(err)
+		imm.MemberID = req.MemberID
+		imm.Generation = -1
+	}
 	if imm != nil {
 		return imm, nil, nil
 	}

@@ -26,12 +26,15 @@ func init() { regKey(12, 0, 4, handleHeartbeat) }
 func handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 		if g == nil {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
 		resp.ErrorCode = g.Heartbeat(now, req.MemberID, req.Generation)
 	})
+	if err != nil {
+		resp.ErrorCode = groupErrorCode(err)
+	}
 	return resp, nil, nil
 }

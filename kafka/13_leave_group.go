@@ -25,7 +25,7 @@ func init() { regKey(13, 0, 5, handleLeaveGroup) }
 func handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 		if req.Version < 3 {
 			if g == nil {
 				resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -45,5 +45,9 @@ func handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			resp.Members = append(resp.Members, rm)
 		}
 	})
+	if err != nil {
+		resp.ErrorCode = groupErrorCode(err)
+		resp.Members = nil
+	}
 	return resp, nil, nil
 }

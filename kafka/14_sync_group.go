@@ -30,7 +30,7 @@ func handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.SyncGroupRequest)
 	reply := make(chan *kmsg.SyncGroupResponse, 1)
 	var imm *kmsg.SyncGroupResponse
-	r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
+	err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 		if g == nil {
 			imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
 			imm.ErrorCode = kerr.UnknownMemberID.Code
@@ -38,6 +38,10 @@ func handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		}
 		imm = g.Sync(now, req, reply)
 	})
+	if err != nil {
+		imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
+		imm.ErrorCode = groupErrorCode(err)
+	}
 	if imm != nil {
 		return imm, nil, nil
 	}

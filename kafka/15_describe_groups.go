@@ -40,13 +40,16 @@ func handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Response, erro
 			d.AuthorizedOperations = allGroupOps
 		}
 		found := false
-		r.s.groups.Do(id, false, func(g *kgroup.Group, now time.Time) {
+		err := r.s.groups.Do(id, false, func(g *kgroup.Group, now time.Time) {
 			if g != nil && g.State() != kgroup.Dead {
 				g.Describe(&d)
 				found = true
 			}
 		})
-		if !found && groupHasOffsets(r.ctx, r.s, id) {
+		if err != nil {
+			d.ErrorCode = groupErrorCode(err)
+			d.State = ""
+		} else if !found && groupHasOffsets(r.ctx, r.s, id) {
 			d.State = "Empty"
 		}
 		resp.Groups = append(resp.Groups, d)

@@ -48,7 +48,11 @@ func handleListGroups(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		return resp, nil, nil
 	}
 	for _, id := range ids {
-		add(id, "consumer", "Empty")
+		// Like Kafka, each broker lists the groups it coordinates;
+		// clients ask every broker and merge.
+		if r.s.groups.Owns(id) {
+			add(id, "consumer", "Empty")
+		}
 	}
 	return resp, nil, nil
 }

@@ -12,8 +12,12 @@ package kafka
 //   - v1: same as v0. v2: flexible.
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/nereusstream/nereus-go/kafka/kgroup"
 )
 
 func init() { regKey(42, 0, 2, handleDeleteGroups) }
@@ -24,17 +28,29 @@ func handleDeleteGroups(r *request) (kmsg.Response, func() kmsg.Response, error)
 	for _, id := range req.Groups {
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
-		inMemory := false
-		for _, sm := range r.s.groups.List() {
-			if sm.ID == id {
-				inMemory = true
-			}
+		if !r.s.groups.Owns(id) {
+			g.ErrorCode = kerr.NotCoordinator.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		exists := false
+		if err := r.s.groups.Do(id, false, func(gr *kgroup.Group, _ time.Time) {
+			exists = gr != nil && gr.State() != kgroup.Dead
+		}); err != nil {
+			g.ErrorCode = groupErrorCode(err)
+			resp.Groups = append(resp.Groups, g)
+			continue
 		}
 		hasOffsets := groupHasOffsets(r.ctx, r.s, id)
-		switch {
-		case !inMemory && !hasOffsets:
+		if !exists && !hasOffsets {
 			g.ErrorCode = kerr.GroupIDNotFound.Code
-		case !r.s.groups.Delete(id):
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		switch deleted, err := r.s.groups.Delete(id); {
+		case err != nil:
+			g.ErrorCode = groupErrorCode(err)
+		case !deleted:
 			g.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
 			g.ErrorCode = errorCode(r.s.store.DeleteGroupOffsets(r.ctx, id))

@@ -68,7 +68,7 @@ func handleDescribeTopicPartitions(r *request) (kmsg.Response, func() kmsg.Respo
 		if ni == 0 {
 			start = first
 		}
-		mt := s.describeTopic(r.ctx, t, false)
+		mt := r.describeTopic(t, false)
 		for _, mp := range mt.Partitions {
 			if mp.Partition < start {
 				continue

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
@@ -63,7 +64,8 @@ func errorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, stream.ErrUnsupportedProfile), errors.Is(err, kstore.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, stream.ErrStreamSealed), errors.Is(err, stream.ErrCorrupt), errors.Is(err, stream.ErrClosed):
+	case errors.Is(err, stream.ErrStreamSealed), errors.Is(err, stream.ErrCorrupt), errors.Is(err, stream.ErrClosed),
+		errors.Is(err, stream.ErrStorageUnavailable): // retriable: the WAL recovers by itself
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, kbatch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
@@ -104,4 +106,14 @@ func errorMessage(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// groupErrorCode maps a group coordinator error (kgroup.Coordinator.Do):
+// another broker coordinates the group → NOT_COORDINATOR (the client looks
+// it up again); its stored state could not be read → COORDINATOR_NOT_AVAILABLE.
+func groupErrorCode(err error) int16 {
+	if errors.Is(err, kgroup.ErrNotCoordinator) {
+		return kerr.NotCoordinator.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
 }

@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kauth"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
@@ -56,15 +57,23 @@ type Config struct {
 	// wildcard bind the address the client reached).
 	AdvertisedHost string
 	AdvertisedPort int32
-	// NodeID is this broker's id (default 1).
+	// Cluster is this broker's cluster membership: the other brokers,
+	// partition leadership and group coordination come from it, and it
+	// holds the append sessions. Nil: the server joins a cluster of its own
+	// on the given metadata store (one broker owning everything), with
+	// NodeID as its broker id and WriterID as its node id.
+	Cluster *cluster.Node
+	// NodeID is this broker's id (default: the cluster's Kafka broker id
+	// of this node, or 1 without a cluster).
 	NodeID int32
 	// ClusterID is the stable cluster id reported in Metadata (default
 	// "nereus-cluster").
 	ClusterID string
 	// Logger receives connection and error logs (default slog.Default()).
 	Logger *slog.Logger
-	// WriterID names this broker as writer of partition streams (default
-	// "kafka-node-<NodeID>").
+	// WriterID names this broker as writer of partition streams when the
+	// server makes its own cluster (default "kafka-node-<NodeID>"); with a
+	// Cluster, the cluster's node id is the writer.
 	WriterID string
 
 	// MaxRequestBytes bounds a Produce request frame (default 100 MiB,
@@ -110,6 +119,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.NodeID == 0 && c.Cluster != nil {
+		c.NodeID = c.Cluster.Self().KafkaID
+	}
 	if c.NodeID == 0 {
 		c.NodeID = 1
 	}
@@ -183,6 +195,13 @@ type Server struct {
 	txns   *ktxn.Coordinator
 	quotas *quotaManager
 	stats  Stats
+	// cluster is cfg.Cluster, or the one-broker cluster the server made
+	// (ownCluster) and closes at Shutdown.
+	cluster    *cluster.Node
+	ownCluster bool
+	stopWatch  chan struct{}
+	stopOnce   sync.Once
+	watchDone  chan struct{}
 
 	advHost string
 	advPort int32
@@ -202,22 +221,42 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		return nil, errors.New("kafka: NewServer needs a stream.Storage and a metadata.Store")
 	}
 	cfg.setDefaults()
-	st, err := kstore.New(storage, meta, kstore.Config{WriterID: cfg.WriterID, Logger: cfg.Logger, Now: cfg.Now})
+	node, own := cfg.Cluster, false
+	if node == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		node, err = cluster.Join(ctx, cluster.Config{Metadata: meta, Storage: storage, NodeID: cfg.WriterID,
+			KafkaBrokerID: cfg.NodeID, Logger: cfg.Logger})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: joining a cluster of one: %w", err)
+		}
+		own = true
+	}
+	st, err := kstore.New(storage, meta, kstore.Config{Cluster: node, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		store: st,
-		auth:  kauth.New(meta),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		store:      st,
+		auth:       kauth.New(meta),
+		cluster:    node,
+		ownCluster: own,
 		groups: kgroup.NewCoordinator(kgroup.Config{MinSessionTimeout: cfg.MinSessionTimeout,
-			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now}),
+			MaxSessionTimeout: cfg.MaxSessionTimeout, Now: cfg.Now, Store: st.GroupStore(), Logger: cfg.Logger,
+			Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }}),
 		advHost:   cfg.AdvertisedHost,
 		advPort:   cfg.AdvertisedPort,
 		listeners: map[*listener.Bound]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopping:  make(chan struct{}),
+		stopWatch: make(chan struct{}),
+		watchDone: make(chan struct{}),
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
@@ -228,14 +267,37 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
 		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
 	if err := s.ensureInternalTopics(sctx); err != nil {
 		s.txns.Close()
 		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
 		return nil, err
 	}
+	go s.followCluster()
 	return s, nil
+}
+
+// followCluster hands over the groups this broker stops coordinating at
+// every cluster change (their members are told NOT_COORDINATOR and find
+// the new coordinator, which resumes the stored group).
+func (s *Server) followCluster() {
+	defer close(s.watchDone)
+	for {
+		ch := s.cluster.Changes()
+		s.groups.Reconcile()
+		select {
+		case <-ch:
+		case <-s.stopWatch:
+			return
+		}
+	}
 }
 
 // Stats returns the server's counters.
@@ -331,12 +393,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 		err = ctx.Err()
 	}
+	s.stopOnce.Do(func() { close(s.stopWatch) })
+	<-s.watchDone
 	s.groups.Close()
 	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cerr := s.store.Close(cctx); err == nil {
 		err = cerr
+	}
+	if s.ownCluster {
+		// A cluster of one: hand nothing over, just deregister.
+		if lerr := s.cluster.Leave(cctx); err == nil {
+			err = lerr
+		}
+		_ = s.cluster.Close()
 	}
 	return err
 }

@@ -26,8 +26,21 @@ const (
 	keyState       = "pulsar/state/"       // + kind + "/" + topic keyPath
 )
 
+// Writers hands out append sessions when ownership is decided outside the
+// factory (the cluster node, cluster.Node: only a stream's owner gets one,
+// taken over from a dead owner or handed over by a live one).
+type Writers interface {
+	Writer(ctx context.Context, id stream.ID, name string) (stream.Session, error)
+	Release(ctx context.Context, id stream.ID) error
+	Lost(s stream.Session)
+}
+
 // Config configures a Factory.
 type Config struct {
+	// Writers, when set, is where ledgers take and give up their append
+	// sessions (WriterID, AuthorityEpoch and SessionTTL are then unused).
+	// Nil: ledgers acquire sessions from the storage directly.
+	Writers Writers
 	// WriterID names this broker to the stream core's append sessions.
 	WriterID string
 	// AuthorityEpoch is this broker incarnation's fencing epoch (see

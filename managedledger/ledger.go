@@ -75,8 +75,14 @@ func (l *Ledger) AcquireWriter(ctx context.Context) error {
 	if l.session != nil {
 		return nil
 	}
-	s, err := l.f.storage.AcquireSession(ctx, l.id, stream.SessionOptions{WriterID: l.f.cfg.WriterID,
-		TTL: l.f.cfg.SessionTTL, AuthorityEpoch: l.f.cfg.AuthorityEpoch, StealExpired: true})
+	var s stream.Session
+	var err error
+	if w := l.f.cfg.Writers; w != nil {
+		s, err = w.Writer(ctx, l.id, l.rec.StreamName)
+	} else {
+		s, err = l.f.storage.AcquireSession(ctx, l.id, stream.SessionOptions{WriterID: l.f.cfg.WriterID,
+			TTL: l.f.cfg.SessionTTL, AuthorityEpoch: l.f.cfg.AuthorityEpoch, StealExpired: true})
+	}
 	if err != nil {
 		return fmt.Errorf("topic %s: acquire append session: %w", l.name, err)
 	}
@@ -88,8 +94,12 @@ func (l *Ledger) AcquireWriter(ctx context.Context) error {
 // AcquireWriter tries again.
 func (l *Ledger) DropWriter() {
 	l.mu.Lock()
+	s := l.session
 	l.session = nil
 	l.mu.Unlock()
+	if w := l.f.cfg.Writers; w != nil && s != nil {
+		w.Lost(*s)
+	}
 }
 
 // AppendAsync appends one entry (RecordCount 1) with optional producer
@@ -175,7 +185,12 @@ func (l *Ledger) Close(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	err := l.f.storage.ReleaseSession(ctx, *s)
+	var err error
+	if w := l.f.cfg.Writers; w != nil {
+		err = w.Release(ctx, l.id)
+	} else {
+		err = l.f.storage.ReleaseSession(ctx, *s)
+	}
 	if errors.Is(err, stream.ErrFenced) || errors.Is(err, stream.ErrStreamNotFound) {
 		return nil
 	}

@@ -128,6 +128,11 @@ func (t TopicName) keyPath() string {
 // streamName is the name of the topic's stream in the core.
 func (t TopicName) streamName() string { return "pulsar/" + t.keyPath() }
 
+// StreamName is the name of the topic's stream (a new topic's; an existing
+// topic's record names its stream too). It is the topic's ownership key in
+// a cluster of brokers.
+func (t TopicName) StreamName() string { return t.streamName() }
+
 func escape(s string) string { return url.PathEscape(s) }
 
 func unescape(s string) string {

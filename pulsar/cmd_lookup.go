@@ -1,9 +1,14 @@
 // LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE.
 //
 // Behaviour:
-//   - LOOKUP always answers Connect with this broker's advertised address,
-//     authoritative=true: every broker serves every topic (ownership is the
-//     stream core's append session, not a bundle assignment).
+//   - LOOKUP answers Connect (authoritative) when this broker serves the
+//     topic — the owner of the topic's stream in the cluster view, see
+//     ownership.go — and otherwise Redirect to the owner's URLs with
+//     authoritative=true, so the client's next lookup goes there. An
+//     authoritative lookup that reaches a broker whose view names another
+//     owner waits up to a second for its view to change, then redirects
+//     again (clients follow up to 20 redirects). No active broker:
+//     Failed/ServiceNotReady.
 //   - PARTITIONED_METADATA answers the partition count of a partitioned
 //     topic, 0 otherwise (including for unknown topics, which producers and
 //     consumers then auto-create as non-partitioned, like Pulsar's
@@ -12,7 +17,8 @@
 //     their partition names), filtered by topics_pattern when given.
 //
 // Differences from the real broker:
-//   - No Redirect answers and no bundles. advertised_listener_name picks
+//   - Ownership is per topic (each partition is a topic), not per
+//     namespace bundle. advertised_listener_name picks
 //     the listener group (Pulsar's advertisedListeners); without it the
 //     group of the listener the client is connected through answers, with
 //     both its pulsar:// and pulsar+ssl:// URLs.
@@ -24,6 +30,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -42,15 +49,60 @@ func handleLookup(c *conn, f wire.Frame) error {
 	l := f.Cmd.GetLookupTopic()
 	reqID := l.GetRequestId()
 	resp := &pb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
-	if _, err := managedledger.ParseTopicName(l.GetTopic()); err != nil {
+	name, err := managedledger.ParseTopicName(l.GetTopic())
+	if err != nil {
 		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = pb.ServerError_InvalidTopicName.Enum()
 		resp.Message = proto.String(err.Error())
-	} else if plain, tls, ok := c.s.brokerURLs(c.lookupListener(l.GetAdvertisedListenerName()), c.nc.LocalAddr().String()); !ok {
+		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
+		return nil
+	}
+	if _, self, _ := c.s.topicOwner(name); !self {
+		authoritative, listenerName := l.GetAuthoritative(), l.GetAdvertisedListenerName()
+		c.async(func(ctx context.Context) {
+			if authoritative {
+				c.s.awaitOwnerChange(ctx, time.Second)
+			}
+			owner, self, ok := c.s.topicOwner(name)
+			switch {
+			case self:
+				c.s.answerLookupHere(c, resp, listenerName)
+				return
+			case !ok:
+				resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
+				resp.Error = pb.ServerError_ServiceNotReady.Enum()
+				resp.Message = proto.String("no active broker serves topics")
+			default:
+				if listenerName == "" && c.ln != nil {
+					listenerName = c.ln.Spec().Name
+				}
+				plain, tls := ownerURLs(owner, listenerName)
+				resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
+				if plain != "" {
+					resp.BrokerServiceUrl = proto.String(plain)
+				}
+				if tls != "" {
+					resp.BrokerServiceUrlTls = proto.String(tls)
+				}
+				resp.Authoritative = proto.Bool(true)
+			}
+			c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
+		})
+		return nil
+	}
+	c.s.answerLookupHere(c, resp, l.GetAdvertisedListenerName())
+	return nil
+}
+
+// answerLookupHere answers Connect for a topic this broker serves, with
+// the URLs of the requested listener group (or the connection's).
+func (s *Server) answerLookupHere(c *conn, resp *pb.CommandLookupTopicResponse, listenerName string) {
+	plain, tls, ok := s.brokerURLs(c.lookupListener(listenerName), c.nc.LocalAddr().String())
+	if !ok {
 		// Pulsar's words for a listener name the broker does not have.
 		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = pb.ServerError_MetadataError.Enum()
-		resp.Message = proto.String("the broker do not have " + l.GetAdvertisedListenerName() + " listener")
+		resp.Message = proto.String("the broker do not have " + listenerName + " listener")
 	} else {
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
 		if plain != "" {
@@ -62,7 +114,6 @@ func handleLookup(c *conn, f wire.Frame) error {
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
-	return nil
 }
 
 // lookupListener is the listener group a LOOKUP answers for: the one the

@@ -2,9 +2,9 @@
 //
 // Behaviour:
 //   - PRODUCER loads (auto-creating when allowed) the topic, makes this
-//     broker the topic stream's writer — acquiring the core's append session
-//     with this broker incarnation's authority epoch, which fences a stale
-//     owner — and answers PRODUCER_SUCCESS{producer_name, last_sequence_id,
+//     broker the topic stream's writer — taking the core's append session
+//     through the cluster node (only the topic's owner may; a dead previous
+//     owner is pre-empted, a live one hands over) — and answers PRODUCER_SUCCESS{producer_name, last_sequence_id,
 //     schema_version}.
 //   - Producer names: a client-provided name is kept; otherwise the broker
 //     generates "<cluster>-<incarnation>-<n>", unique across restarts.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 	"github.com/nereusstream/nereus-go/stream"
@@ -28,6 +29,11 @@ type Config struct {
 	// "internal" (else the first). An endpoint without a host is completed
 	// with the host the client reached.
 	Endpoints []listener.Endpoint
+	// Cluster is this broker's cluster membership: which broker owns
+	// (serves) each topic, and the append sessions of owned topics. Nil:
+	// the server joins a cluster of its own on the given metadata store,
+	// owning every topic.
+	Cluster *cluster.Node
 	// ClusterName names the cluster in generated producer names and admin
 	// answers (default "standalone").
 	ClusterName string

@@ -39,6 +39,9 @@ var errorTable = []struct {
 	{stream.ErrStreamSealed, pb.ServerError_TopicTerminatedError},
 	{stream.ErrStreamNotFound, pb.ServerError_TopicNotFound},
 	{stream.ErrClosed, pb.ServerError_ServiceNotReady},
+	// The WAL could not write (and recovers by itself): the client
+	// reconnects and resends, as after a BookKeeper write error.
+	{stream.ErrStorageUnavailable, pb.ServerError_PersistenceError},
 	{metadata.ErrUnavailable, pb.ServerError_ServiceNotReady},
 	{context.DeadlineExceeded, pb.ServerError_ServiceNotReady},
 }

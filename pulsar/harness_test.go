@@ -17,6 +17,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream/streammem"
@@ -39,9 +40,13 @@ type broker struct {
 	hsrv    *http.Server
 	addr    string
 	cfg     Config
+	// node is the broker's cluster membership on meta (nodeID kept across
+	// restarts, as a data dir would keep it).
+	node   *cluster.Node
+	nodeID string
 }
 
-var topicSeq atomic.Int64
+var topicSeq, nodeSeq atomic.Int64
 
 func newTopic(prefix string) string {
 	return fmt.Sprintf("persistent://public/default/%s-%d-%d", prefix, time.Now().UnixNano()%1e9, topicSeq.Add(1))
@@ -101,6 +106,25 @@ func (b *broker) start(t testing.TB) {
 	cfg := b.cfg
 	cfg.Logger = testLogger()
 	cfg.HTTPAdvertisedURL = "http://" + hln.Addr().String()
+	if b.nodeID == "" {
+		b.nodeID = fmt.Sprintf("pulsar-test-%d", nodeSeq.Add(1))
+	}
+	if cfg.Cluster == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		id, err := cluster.ClaimKafkaBrokerID(ctx, b.meta, b.nodeID, 0)
+		if err == nil {
+			pa, ha := ln.Addr().(*net.TCPAddr), hln.Addr().(*net.TCPAddr)
+			b.node, err = cluster.Join(ctx, cluster.Config{Metadata: b.meta, Storage: b.storage, NodeID: b.nodeID,
+				KafkaBrokerID: id, Logger: cfg.Logger, Endpoints: []cluster.Endpoint{
+					{Protocol: cluster.ProtocolPulsar, Listener: "default", Host: "127.0.0.1", Port: pa.Port},
+					{Protocol: cluster.ProtocolHTTP, Listener: "default", Host: "127.0.0.1", Port: ha.Port}}})
+		}
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Cluster = b.node
+	}
 	srv, err := NewServer(cfg, b.storage, b.meta)
 	if err != nil {
 		t.Fatal(err)
@@ -119,11 +143,18 @@ func (b *broker) stop(t testing.TB) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if b.node != nil {
+		_ = b.node.Leave(ctx)
+	}
 	if err := b.srv.Shutdown(ctx); err != nil {
 		t.Logf("shutdown: %v", err)
 	}
 	_ = b.hsrv.Close()
 	b.srv = nil
+	if b.node != nil {
+		_ = b.node.Close()
+		b.node = nil
+	}
 }
 
 // canCrash reports whether crashAndRestart works: always in-process; for an
@@ -164,6 +195,10 @@ func (b *broker) crashAndRestart(t testing.TB) {
 	b.srv.kill()
 	_ = b.hsrv.Close()
 	b.srv = nil
+	if b.node != nil {
+		_ = b.node.Close() // a crash: nothing released
+		b.node = nil
+	}
 	b.start(t)
 }
 

@@ -160,12 +160,30 @@ func (a *httpAPI) topicName(w http.ResponseWriter, r *http.Request) (managedledg
 }
 
 func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
-	if _, ok := a.topicName(w, r); !ok {
+	topic, ok := a.topicName(w, r)
+	if !ok {
 		return
 	}
 	name := r.URL.Query().Get("listenerName")
 	if name == "" {
 		name = r.Header.Get("X-Pulsar-ListenerName")
+	}
+	// In a cluster the answer names the topic's owner, from any broker.
+	if owner, self, ok := a.s.topicOwner(topic); !ok {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": "no active broker serves topics"})
+		return
+	} else if !self {
+		plain, tls := ownerURLs(owner, name)
+		httpURL, httpsURL := ownerHTTPURLs(owner, name)
+		native := plain
+		if native == "" {
+			native = tls
+		}
+		writeJSON(w, 200, map[string]string{
+			"brokerUrl": plain, "brokerUrlTls": tls,
+			"httpUrl": httpURL, "httpUrlTls": httpsURL, "nativeUrl": native,
+		})
+		return
 	}
 	var plain, tls string
 	if len(a.s.cfg.Endpoints) == 0 {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/metadata"
@@ -38,6 +39,11 @@ type Server struct {
 	closing   bool
 	wg        sync.WaitGroup // connection and background goroutines
 	advertise string
+
+	// cluster decides which topics this broker serves (cfg.Cluster, or a
+	// cluster of one the server made: ownCluster).
+	cluster    *cluster.Node
+	ownCluster bool
 }
 
 type topicLoad struct {
@@ -47,9 +53,10 @@ type topicLoad struct {
 }
 
 // NewServer returns a broker over storage and meta. It allocates a broker
-// incarnation from metadata: it is the authority epoch of the append
-// sessions this broker acquires (a restarted broker fences its predecessor)
-// and part of every generated producer name.
+// incarnation from metadata, part of every generated producer name (unique
+// across restarts). Append sessions come from the cluster node, which
+// fences a previous owner by the session's own CAS — not by incarnation, so
+// an older broker can own a topic again once it is assigned it.
 func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -63,7 +70,19 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		cancel()
 		return nil, fmt.Errorf("nereus/pulsar: allocate broker incarnation: %w", err)
 	}
+	node, own := cfg.Cluster, false
+	if node == nil {
+		node, err = cluster.Join(initCtx, cluster.Config{Metadata: meta, Storage: storage,
+			NodeID: fmt.Sprintf("pulsar-broker-%d", inc), KafkaBrokerID: 1, Logger: cfg.Logger})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("nereus/pulsar: joining a cluster of one: %w", err)
+		}
+		own = true
+	}
 	s := &Server{
+		cluster:     node,
+		ownCluster:  own,
 		cfg:         cfg,
 		log:         cfg.Logger.With("component", "pulsar"),
 		incarnation: inc,
@@ -74,17 +93,20 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		advertise:   cfg.AdvertisedAddr,
 	}
 	s.ml = managedledger.NewFactory(storage, meta, managedledger.Config{
-		WriterID:       fmt.Sprintf("pulsar-broker-%d", inc),
-		AuthorityEpoch: inc,
-		Profile:        cfg.StorageProfile,
-		Logger:         s.log,
+		Writers: node,
+		Profile: cfg.StorageProfile,
+		Logger:  s.log,
 	})
 	if err := s.ml.EnsureDefaults(initCtx); err != nil {
 		cancel()
+		if own {
+			_ = node.Close()
+		}
 		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.statsLoop()
+	go s.followCluster()
 	return s, nil
 }
 
@@ -297,6 +319,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			firstErr = ctx.Err()
 		}
 	}
+	if s.ownCluster {
+		_ = s.cluster.Leave(ctx)
+		_ = s.cluster.Close()
+	}
 	return firstErr
 }
 
@@ -338,6 +364,9 @@ func (s *Server) kill() {
 // getTopic returns the loaded topic, loading (and with create, creating)
 // it once.
 func (s *Server) getTopic(ctx context.Context, name managedledger.TopicName, create bool) (*topic, error) {
+	if _, self, _ := s.topicOwner(name); !self {
+		return nil, s.errNotOwner(name)
+	}
 	key := name.String()
 	for {
 		s.mu.Lock()

@@ -7,6 +7,9 @@
 # Tools:
 #   versitygw   v1.8.0  S3-compatible server (posix backend) for s3store tests
 #   staticcheck v0.8.2  linter run by CI
+#   etcd        (go.mod) etcd server process for multi-process cluster tests,
+#                        built with `go build` from go.etcd.io/etcd/server/v3
+#                        at the version go.mod pins
 #
 # Usage: scripts/install-tools.sh [tool...]   (default: all)
 set -euo pipefail
@@ -37,12 +40,25 @@ install() {
 
 want=("$@")
 if [[ ${#want[@]} -eq 0 ]]; then
-	want=(versitygw staticcheck)
+	want=(versitygw staticcheck etcd)
 fi
 for t in "${want[@]}"; do
 	case "$t" in
 	versitygw) install versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
 	staticcheck) install staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION" ;;
+	etcd)
+		# The server module go.mod already pins (the tests embed the same
+		# version), built from the module cache: no separate download.
+		ver="$(cd "$root" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+		stamp="$bin/.etcd.version"
+		if [[ -x "$bin/etcd" && -f "$stamp" && "$(cat "$stamp")" == "$ver" ]]; then
+			echo "install-tools: etcd $ver already in $bin"
+		else
+			echo "install-tools: building etcd $ver into $bin"
+			(cd "$root" && go build -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+			echo "$ver" >"$stamp"
+		fi
+		;;
 	*)
 		echo "install-tools: unknown tool $t" >&2
 		exit 2

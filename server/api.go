@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -41,8 +41,9 @@ type api struct {
 	// drain is closed when shutdown begins: long polls return at once.
 	drain <-chan struct{}
 
-	mu       sync.Mutex
-	sessions map[stream.ID]stream.Session
+	// cluster owns the append sessions: appends go through
+	// cluster.Writer, so only the stream's owner node writes it.
+	cluster *cluster.Node
 }
 
 func (a *api) routes(mux *http.ServeMux) {
@@ -81,8 +82,10 @@ func errorCode(err error) adminapi.Code {
 		return adminapi.CodeUnsupportedProfile
 	case errors.Is(err, stream.ErrFenced):
 		return adminapi.CodeFenced
-	case errors.Is(err, stream.ErrSessionBusy):
+	case errors.Is(err, stream.ErrSessionBusy), errors.Is(err, cluster.ErrHandoffPending):
 		return adminapi.CodeSessionBusy
+	case errors.Is(err, cluster.ErrNotOwner):
+		return adminapi.CodeNotOwner
 	case errors.Is(err, stream.ErrOffsetConflict):
 		return adminapi.CodeOffsetConflict
 	case errors.Is(err, stream.ErrOffsetOutOfRange):
@@ -95,7 +98,7 @@ func errorCode(err error) adminapi.Code {
 		return adminapi.CodeUnknownProducer
 	case errors.Is(err, stream.ErrCorrupt):
 		return adminapi.CodeCorrupt
-	case errors.Is(err, stream.ErrClosed):
+	case errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrStorageUnavailable):
 		return adminapi.CodeUnavailable
 	}
 	return adminapi.CodeInternal
@@ -253,53 +256,13 @@ func (a *api) deleteStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a.dropSession(info.ID)
+	_ = a.cluster.Release(r.Context(), info.ID)
 	if err := a.storage.Delete(r.Context(), info.ID); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	a.logger.Info("stream deleted", "stream", info.Name, "id", info.ID)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// session returns this process's append session on the stream, acquiring
-// it on first use. All REST appends of the process share it (WriterID is the
-// node ID, so front ends of the same process share the owner too).
-func (a *api) session(ctx context.Context, id stream.ID) (stream.Session, error) {
-	a.mu.Lock()
-	s, ok := a.sessions[id]
-	a.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := a.storage.AcquireSession(ctx, id, stream.SessionOptions{WriterID: a.nodeID, StealExpired: true})
-	if err != nil {
-		return stream.Session{}, err
-	}
-	a.mu.Lock()
-	a.sessions[id] = s
-	a.mu.Unlock()
-	return s, nil
-}
-
-func (a *api) dropSession(id stream.ID) {
-	a.mu.Lock()
-	delete(a.sessions, id)
-	a.mu.Unlock()
-}
-
-// releaseAll releases every session the REST API holds (on shutdown, after
-// in-flight requests finished).
-func (a *api) releaseAll(ctx context.Context) {
-	a.mu.Lock()
-	sessions := a.sessions
-	a.sessions = map[stream.ID]stream.Session{}
-	a.mu.Unlock()
-	for _, s := range sessions {
-		if err := a.storage.ReleaseSession(ctx, s); err != nil && !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrStreamNotFound) {
-			a.logger.Warn("releasing append session failed", "stream", s.Stream, "epoch", s.Epoch, "err", err)
-		}
-	}
 }
 
 func (a *api) appendEntries(w http.ResponseWriter, r *http.Request) {
@@ -352,18 +315,14 @@ func (a *api) appendEntries(w http.ResponseWriter, r *http.Request) {
 	// committing append into an unsettled one.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), appendTimeout)
 	defer cancel()
-	res, err := a.appendOnce(ctx, info.ID, sreq)
+	res, err := a.appendOnce(ctx, info, sreq)
 	if errors.Is(err, stream.ErrFenced) {
 		// Fenced means not committed: another session of this stream took
-		// over (e.g. a front end with a higher authority epoch). Re-acquire
-		// once; if someone else holds it now, that is SESSION_BUSY.
-		a.dropSession(info.ID)
-		res, err = a.appendOnce(ctx, info.ID, sreq)
+		// over. Re-plan once: the cluster takes it again if this node still
+		// owns the stream, else it is NOT_OWNER.
+		res, err = a.appendOnce(ctx, info, sreq)
 	}
 	if err != nil {
-		if errors.Is(err, stream.ErrFenced) || errors.Is(err, stream.ErrStreamNotFound) {
-			a.dropSession(info.ID)
-		}
 		commit := "not_committed"
 		if stream.CommitCertainty(err) == stream.MaybeCommitted || errors.Is(err, context.DeadlineExceeded) {
 			commit = "unknown"
@@ -388,12 +347,20 @@ func (a *api) appendEntries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (a *api) appendOnce(ctx context.Context, id stream.ID, req stream.AppendRequest) (stream.AppendResult, error) {
-	s, err := a.session(ctx, id)
+// appendOnce appends through this node's append session on the stream,
+// which the cluster takes when the node owns the stream (the REST API, the
+// Kafka and the Pulsar front ends of one process share it: one writer per
+// stream and node). Another node's stream is NOT_OWNER.
+func (a *api) appendOnce(ctx context.Context, info stream.Info, req stream.AppendRequest) (stream.AppendResult, error) {
+	s, err := a.cluster.Writer(ctx, info.ID, info.Name)
 	if err != nil {
 		return stream.AppendResult{}, err
 	}
-	return a.storage.Append(ctx, s, req)
+	res, err := a.storage.Append(ctx, s, req)
+	if errors.Is(err, stream.ErrFenced) {
+		a.cluster.Lost(s)
+	}
+	return res, err
 }
 
 func (a *api) readEntries(w http.ResponseWriter, r *http.Request) {
@@ -539,7 +506,7 @@ func (a *api) sealStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.dropSession(info.ID)
+	_ = a.cluster.Release(r.Context(), info.ID)
 	a.describeAfter(w, r, info.ID)
 }
 

@@ -121,6 +121,22 @@ type Config struct {
 	// listener addresses once the server serves. Tests use it with ":0"
 	// addresses.
 	AddrFile string
+
+	// Rack is this node's rack or availability zone (Kafka's broker.rack):
+	// Kafka consumers that send the same client.rack fetch from a broker of
+	// their own rack (KIP-392). Empty: none.
+	Rack string
+	// KafkaBrokerID is this node's Kafka broker id. 0 (the default) lets
+	// the cluster allocate the next free one on first start; either way it
+	// is then kept in <data-dir>/kafka-broker-id and never changes.
+	KafkaBrokerID int32
+	// ClusterSessionTTL is how long a node that stops answering (crash,
+	// partition from the metadata store) stays in the cluster before its
+	// streams are taken over (default 4s; etcd's minimum lease is ~2s).
+	ClusterSessionTTL time.Duration
+	// ClusterWeight scales this node's share of stream ownership (default
+	// 1; a node with weight 2 owns about twice as many streams).
+	ClusterWeight uint32
 	// Tuning holds the operational constants (tuning.go).
 	Tuning
 	// Security is authentication and authorization (security.go).
@@ -146,9 +162,12 @@ func DefaultConfig() Config {
 		S3Region:        "us-east-1",
 		Metadata:        MetadataBolt,
 		BackendTimeout:  15 * time.Second,
-		Tuning:          DefaultTuning(),
-		Security:        defaultSecurity(),
-		Lifecycle:       DefaultLifecycleSettings(),
+
+		ClusterSessionTTL: 4 * time.Second,
+		ClusterWeight:     1,
+		Tuning:            DefaultTuning(),
+		Security:          defaultSecurity(),
+		Lifecycle:         DefaultLifecycleSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -205,6 +224,15 @@ func (c Config) Validate() error {
 	}
 	if c.BackendTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("backend-timeout %v must be positive", c.BackendTimeout))
+	}
+	if c.ClusterSessionTTL < time.Second {
+		errs = append(errs, fmt.Errorf("cluster-session-ttl %v must be at least 1s", c.ClusterSessionTTL))
+	}
+	if c.ClusterWeight < 1 || c.ClusterWeight > 1000 {
+		errs = append(errs, fmt.Errorf("cluster-weight %d: want 1..1000", c.ClusterWeight))
+	}
+	if c.KafkaBrokerID < 0 {
+		errs = append(errs, fmt.Errorf("kafka-broker-id %d must not be negative", c.KafkaBrokerID))
 	}
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
@@ -309,6 +337,46 @@ var settings = []setting{
 				return err
 			}
 			c.BackendTimeout = d
+			return nil
+		},
+	},
+	mk("rack", "this node's rack / availability zone (Kafka broker.rack; consumers with the same client.rack read from it)", func(c *Config) *string { return &c.Rack }),
+	{
+		key:   "kafka-broker-id",
+		usage: "Kafka broker id of this node (0: allocate one on first start; kept in <data-dir>/kafka-broker-id)",
+		get:   func(c *Config) string { return strconv.Itoa(int(c.KafkaBrokerID)) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("want an integer")
+			}
+			c.KafkaBrokerID = int32(n)
+			return nil
+		},
+	},
+	{
+		key:   "cluster-session-ttl",
+		usage: "how long a node that stops answering stays in the cluster before its streams are taken over",
+		get:   func(c *Config) string { return c.ClusterSessionTTL.String() },
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			c.ClusterSessionTTL = d
+			return nil
+		},
+	},
+	{
+		key:   "cluster-weight",
+		usage: "this node's share of stream ownership relative to the others (1..1000)",
+		get:   func(c *Config) string { return strconv.Itoa(int(c.ClusterWeight)) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("want a positive integer")
+			}
+			c.ClusterWeight = uint32(n)
 			return nil
 		},
 	},

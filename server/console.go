@@ -164,7 +164,7 @@ func (s *Server) consoleKafka(w http.ResponseWriter, r *http.Request) {
 // every group's committed offsets and lag (shared by the console and the
 // consumer-lag metrics).
 func kafkaView(ctx context.Context, streams stream.Storage, meta metadata.Store, nodeID string, logger *slog.Logger) ([]consoleKafkaTopic, []consoleKafkaGroup, error) {
-	ks, err := kstore.New(streams, meta, kstore.Config{WriterID: nodeID, Logger: logger})
+	ks, err := kstore.New(streams, meta, kstore.Config{Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
@@ -71,6 +72,11 @@ type Deps struct {
 	TLS *listener.Source
 	// Tokens validates JWT bearer credentials (nil without a token key).
 	Tokens *authtoken.Validator
+	// Cluster is this node's cluster membership: who the other brokers
+	// are, who owns which stream or coordinator, and the append sessions of
+	// owned streams (front ends take them only through Cluster.Writer).
+	// One node alone is a cluster of one.
+	Cluster *cluster.Node
 }
 
 // FrontendSpec describes one front end to host.
@@ -126,6 +132,7 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 	}
 	srv, err := pulsar.NewServer(pulsar.Config{
 		Endpoints: eps,
+		Cluster:   d.Cluster,
 		Logger:    d.Logger.With("frontend", "pulsar"),
 	}, d.Storage, d.Metadata)
 	if err != nil {
@@ -142,7 +149,7 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 func newKafkaFrontend(d Deps) (Frontend, error) {
 	m := kafkaprom.New()
 	srv, err := kafka.NewServer(kafka.Config{
-		NodeID: 1, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
+		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,

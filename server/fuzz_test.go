@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/streammem"
 )
@@ -35,8 +37,16 @@ func FuzzAppendBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		mem := streammem.New()
+		meta := memstore.New()
+		defer meta.Close()
+		node, err := cluster.Join(t.Context(), cluster.Config{Metadata: meta, Storage: mem, NodeID: "fuzz", KafkaBrokerID: 1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer node.Close()
 		a := &api{storage: mem, nodeID: "fuzz", logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			metrics: newMetrics(newRegistry()), drain: make(chan struct{}), sessions: map[stream.ID]stream.Session{}}
+			metrics: newMetrics(newRegistry()), drain: make(chan struct{}), cluster: node}
 		mux := http.NewServeMux()
 		a.routes(mux)
 		if _, err := mem.Create(t.Context(), "f", stream.CreateOptions{}); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
@@ -65,9 +66,13 @@ type Server struct {
 	logger  *slog.Logger
 	nodeID  string
 	storage openedStorage
-	reg     *prometheus.Registry
-	metrics *metrics
-	api     *api
+	cluster *cluster.Node
+	// ownership is the core's view of which streams this node owns: the
+	// cluster node, bound once it has joined (the core opens first).
+	ownership *lateOwnership
+	reg       *prometheus.Registry
+	metrics   *metrics
+	api       *api
 
 	httpServer    *http.Server
 	httpListeners []*listener.Bound
@@ -106,7 +111,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, logger: logger, nodeID: nodeID, reg: newRegistry(),
+		cfg: cfg, logger: logger, nodeID: nodeID, reg: newRegistry(), ownership: newLateOwnership(),
 		startedAt: time.Now(), drain: make(chan struct{}), failed: make(chan error, 1),
 	}
 	s.metrics = newMetrics(s.reg)
@@ -117,7 +122,7 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 			// Injected storage (tests): protocol state lives in memory too.
 			s.storage.Metadata = memstore.New()
 		}
-	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg); err != nil {
+	} else if s.storage, err = openStorage(cfg, nodeID, logger, s.reg, s.ownership); err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
 	defer func() {
@@ -131,12 +136,14 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 	if s.storage.ObjectStoreInfo != nil && s.storage.MetadataInfo != nil {
 		s.metrics.backends.WithLabelValues(s.storage.ObjectStoreInfo.Kind, s.storage.MetadataInfo.Kind).Set(1)
 	}
-	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain,
-		sessions: map[stream.ID]stream.Session{}}
+	s.api = &api{storage: s.storage, nodeID: nodeID, logger: logger, metrics: s.metrics, drain: s.drain}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// ContinueOnError: a collector that cannot reach a store (the per-stream
+	// listing while etcd is down) must not turn the whole scrape into a 500
+	// exactly when nereus_storage_degraded matters most.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 	s.api.routes(mux)
 	s.consoleRoutes(mux)
 
@@ -211,10 +218,23 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 			endpoints = append(endpoints, l.Endpoint())
 		}
 	}
+	// Every listener is bound, so the endpoints the registry advertises
+	// are known. Joining before the front ends are built lets them ask the
+	// cluster who owns what from their first request.
+	if s.cluster, err = joinCluster(cfg, nodeID, s.storage, s.storage.Metadata, endpoints, logger); err != nil {
+		return nil, fmt.Errorf("joining the cluster: %w", err)
+	}
+	s.ownership.bind(s.cluster)
+	if err := s.reg.Register(newClusterCollector(s.cluster)); err != nil {
+		logger.Warn("cluster metrics not registered", "err", err)
+	}
+	s.api.cluster = s.cluster
+	mux.HandleFunc("GET /v1/cluster", s.clusterStatus)
 	for _, rf := range s.frontends {
 		fe, err := rf.spec.New(Deps{Storage: s.storage, Metadata: s.storage.Metadata, NodeID: nodeID, Config: cfg,
 			Logger: logger.With("frontend", rf.spec.Name), Registerer: s.reg, Addr: rf.listeners[0].Addr(),
-			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls, Tokens: s.tokens})
+			Listeners: rf.listeners, Endpoints: endpoints, HTTPAddr: s.httpListeners[0].Addr(), TLS: s.tls, Tokens: s.tokens,
+			Cluster: s.cluster})
 		if err != nil {
 			return nil, fmt.Errorf("%s front end: %w", rf.spec.Name, err)
 		}
@@ -340,6 +360,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Version: Version, Listeners: s.Listeners(), StartedAt: s.startedAt,
 		ObjectStore: s.storage.ObjectStoreInfo, Metadata: s.storage.MetadataInfo}
 	status := http.StatusOK
+	if hr, ok := s.storage.Storage.(storageHealth); ok {
+		for _, c := range hr.Health() {
+			if c.Degraded {
+				h.Status = "degraded"
+				h.Degraded = append(h.Degraded, adminapi.DegradedComponent{Component: c.Component, Reason: c.Reason, Since: c.Since})
+			}
+		}
+	}
 	if s.draining.Load() {
 		h.Status, status = "draining", http.StatusServiceUnavailable
 	}
@@ -355,6 +383,9 @@ func (s *Server) abort() {
 	}
 	for _, l := range s.httpListeners {
 		l.Close()
+	}
+	if s.cluster != nil {
+		_ = s.cluster.Close()
 	}
 	if s.storage.Closer != nil {
 		s.storage.Close()
@@ -379,6 +410,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if s.stopWatch != nil {
 		s.stopWatch()
 	}
+
+	// Hand every owned stream and coordinator over while the front ends
+	// still answer: their clients get NOT_LEADER / a redirect to the new
+	// owner instead of a dead connection. Bounded by half the drain time
+	// so in-flight requests still get the rest.
+	leaveCtx, leaveCancel := context.WithTimeout(ctx, time.Until(halfway(ctx)))
+	if err := s.cluster.Leave(leaveCtx); err != nil {
+		s.logger.Warn("not every stream was handed over; the rest move when this node's session ends", "err", err)
+	}
+	leaveCancel()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -409,11 +450,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}()
 	wg.Wait()
 
-	// In-flight REST requests are done (or cut); release their sessions so
-	// another owner need not wait for the TTL.
+	// In-flight requests are done (or cut); release what is still held
+	// (appends that arrived during the drain) so another owner need not
+	// wait for a TTL, then deregister (ending the registry session) before
+	// storage closes.
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	s.api.releaseAll(relCtx)
+	if err := s.cluster.Leave(relCtx); err != nil {
+		s.logger.Warn("releasing append sessions failed", "err", err)
+	}
 	cancel()
+	_ = s.cluster.Close()
 
 	if s.storage.Closer != nil {
 		if err := s.storage.Close(); err != nil {
@@ -427,6 +473,16 @@ func (s *Server) shutdown(ctx context.Context) error {
 		s.logger.Info("shutdown complete", "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return err
+}
+
+// halfway is the point halfway between now and ctx's deadline (30s from
+// now without one).
+func halfway(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(30 * time.Second)
+	}
+	return time.Now().Add(time.Until(d) / 2)
 }
 
 func deadlineString(ctx context.Context) string {

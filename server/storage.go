@@ -46,7 +46,7 @@ type openedStorage struct {
 // (wal/<node-id> in the object store), so a restarted process claims (and
 // fences) its predecessor's log and sessions; nodes sharing S3 and etcd
 // each need their own data dir, hence their own node ID.
-func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.Registerer) (_ openedStorage, err error) {
+func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.Registerer, own stream.Ownership) (_ openedStorage, err error) {
 	objSpec, err := parseObjectStore(cfg.ObjectStore)
 	if err != nil {
 		return openedStorage{}, err
@@ -127,7 +127,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
 	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
-		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(),
+		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(), Ownership: own,
 		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
@@ -139,6 +139,9 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if reg != nil {
 		if err := reg.Register(newCoreCollector(core)); err != nil {
 			logger.Warn("core metrics not registered", "err", err)
+		}
+		if err := reg.Register(newHealthCollector(core)); err != nil {
+			logger.Warn("storage health metrics not registered", "err", err)
 		}
 		if err := reg.Register(newLifecycleCollector(core)); err != nil {
 			logger.Warn("lifecycle metrics not registered", "err", err)

@@ -20,23 +20,25 @@ type streamCollector struct {
 	limit   int
 	timeout time.Duration
 
-	start, end, records, bytes, streamCount, truncated *prometheus.Desc
+	start, end, records, bytes, retained, materialized, streamCount, truncated *prometheus.Desc
 }
 
 func newStreamCollector(s stream.Storage, limit int) *streamCollector {
 	labels := []string{"stream", "profile"}
 	return &streamCollector{streams: s, limit: limit, timeout: 5 * time.Second,
-		start:       prometheus.NewDesc("nereus_stream_start_offset", "First readable offset of the stream (its trim point).", labels, nil),
-		end:         prometheus.NewDesc("nereus_stream_end_offset", "Committed end offset of the stream (the offset the next append receives).", labels, nil),
-		records:     prometheus.NewDesc("nereus_stream_retained_offsets", "Offsets readable in the stream: end - start.", labels, nil),
-		bytes:       prometheus.NewDesc("nereus_stream_size_bytes", "Payload bytes ever committed to the stream (cumulative; trimming does not lower it).", labels, nil),
-		streamCount: prometheus.NewDesc("nereus_streams", "Live streams, counted up to --metrics-stream-limit + 1.", nil, nil),
-		truncated:   prometheus.NewDesc("nereus_stream_metrics_truncated", "1 if more streams exist than --metrics-stream-limit exports.", nil, nil),
+		start:        prometheus.NewDesc("nereus_stream_start_offset", "First readable offset of the stream (its trim point).", labels, nil),
+		end:          prometheus.NewDesc("nereus_stream_end_offset", "Committed end offset of the stream (the offset the next append receives).", labels, nil),
+		records:      prometheus.NewDesc("nereus_stream_retained_offsets", "Offsets readable in the stream: end - start.", labels, nil),
+		bytes:        prometheus.NewDesc("nereus_stream_size_bytes", "Payload bytes ever committed to the stream (cumulative; trimming does not lower it).", labels, nil),
+		retained:     prometheus.NewDesc("nereus_stream_retained_bytes", "Payload bytes of the stream's readable offsets [start, end).", labels, nil),
+		materialized: prometheus.NewDesc("nereus_stream_materialized_through_offset", "Offset below which the stream's reads are served by generations (read-optimized objects).", labels, nil),
+		streamCount:  prometheus.NewDesc("nereus_streams", "Live streams, counted up to --metrics-stream-limit + 1.", nil, nil),
+		truncated:    prometheus.NewDesc("nereus_stream_metrics_truncated", "1 if more streams exist than --metrics-stream-limit exports.", nil, nil),
 	}
 }
 
 func (sc *streamCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sc.start, sc.end, sc.records, sc.bytes, sc.streamCount, sc.truncated} {
+	for _, d := range []*prometheus.Desc{sc.start, sc.end, sc.records, sc.bytes, sc.retained, sc.materialized, sc.streamCount, sc.truncated} {
 		ch <- d
 	}
 }
@@ -64,5 +66,7 @@ func (sc *streamCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sc.end, prometheus.GaugeValue, float64(in.EndOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(sc.records, prometheus.GaugeValue, float64(in.EndOffset-in.StartOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(sc.bytes, prometheus.GaugeValue, float64(in.CommittedBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(sc.retained, prometheus.GaugeValue, float64(in.RetainedBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(sc.materialized, prometheus.GaugeValue, float64(in.MaterializedThrough), lv...)
 	}
 }

@@ -39,18 +39,13 @@ func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.C
 		if c.ctx.Err() != nil {
 			return
 		}
-		if running.CompareAndSwap(false, true) {
-			if !c.startBackground() {
-				running.Store(false)
-				return // Close waits for background work
-			}
-			c.rt.goFunc(func() {
-				defer c.background.Done()
-				defer running.Store(false)
-				ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
-				defer cancel()
-				fn(ctx)
-			})
+		if running.CompareAndSwap(false, true) && !c.goBackground(func() {
+			defer running.Store(false)
+			ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
+			defer cancel()
+			fn(ctx)
+		}) {
+			running.Store(false)
 		}
 		c.rt.afterFunc(d, loop)
 	}

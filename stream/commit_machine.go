@@ -613,9 +613,8 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			break
 		}
 		if op.walErr != nil {
-			m.logf(slog.LevelWarn, "WAL write failed; failing it and every later append of the stream",
-				"offset", op.run.Start, "err", op.walErr)
-			m.failQueueFrom(ready, fmt.Errorf("nereus/stream: WAL write failed, not committed: %w", op.walErr))
+			m.logf(slog.LevelWarn, msgWALWriteFailed, "offset", op.run.Start, "err", op.walErr)
+			m.failQueueFrom(ready, fmt.Errorf("%w: WAL write failed, not committed: %w", ErrStorageUnavailable, op.walErr))
 			break
 		}
 		ready++

@@ -146,6 +146,12 @@ func (cm *committer) gather() *round {
 // finish steps every machine of the round with its results.
 func (cm *committer) finish(r *round, res []metadata.Result, err error, start time.Time) {
 	m := &cm.c.metrics
+	switch {
+	case err == nil:
+		cm.c.metaHealth.ok()
+	case cm.c.ctx.Err() == nil:
+		cm.c.metaHealth.fail(cm.c.rt.now(), "metadata store unreachable: commit rounds failing: "+err.Error())
+	}
 	m.metaRoundTrips.Add(1)
 	m.metaOps.Add(int64(len(r.ops)))
 	m.observeRound(cm.c.rt.now().Sub(start))

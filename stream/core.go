@@ -123,15 +123,19 @@ type Core struct {
 	tail      *tailCache
 	watch     *headWatch
 	metrics   Metrics
+	// metaHealth: whether commit rounds reach the metadata store.
+	metaHealth healthTracker
+	walFailLog logLimiter
 
 	// lastRetention and retentionRunning belong to the maintenance tick;
-	// background counts its asynchronous work (retention passes; started
-	// only through startBackground). stopTick cancels the armed tick
+	// background counts its asynchronous work (retention and lifecycle
+	// passes, materialization tasks; started
+	// only through goBackground). stopTick cancels the armed tick
 	// (guarded by mu).
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
 	background       sync.WaitGroup
-	backgroundClosed bool // guarded by mu: Close waits for background; see startBackground
+	backgroundClosed bool // guarded by mu: Close waits for background; see goBackground
 	stopTick         func() bool
 
 	ctx    context.Context
@@ -266,7 +270,7 @@ func (c *Core) Close() error {
 	c.committer.stop()
 	c.committer.failAll()
 	c.mu.Lock()
-	c.backgroundClosed = true // no c.background.Add from here on (startBackground)
+	c.backgroundClosed = true // no c.background.Add from here on (goBackground)
 	c.mu.Unlock()
 	c.background.Wait()
 	c.watch.stop()

@@ -42,6 +42,13 @@ var (
 	// core could not settle it before the caller's context ended. Read the
 	// stream (or retry with producer sequences) to find out.
 	ErrCommitUnknown = errors.New("nereus/stream: commit outcome unknown")
+	// ErrStorageUnavailable: the WAL could not make the append durable (a
+	// full disk, an unreachable object store or bookie quorum, the WAL
+	// re-claiming its log after such a fault). Not committed. Retriable:
+	// the WAL recovers by itself once the cause clears (Core.Health says
+	// degraded meanwhile), so protocol front ends answer with their
+	// retriable storage error.
+	ErrStorageUnavailable = errors.New("nereus/stream: storage temporarily unavailable")
 	// ErrClosed: the storage is shutting down. Not committed.
 	ErrClosed = errors.New("nereus/stream: storage closed")
 )

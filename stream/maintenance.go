@@ -52,38 +52,40 @@ func (c *Core) maintenanceTick() {
 		return
 	}
 	c.lastRetention = now
-	if !c.startBackground() {
-		c.retentionRunning.Store(false)
-		return
-	}
-	c.rt.goFunc(func() {
-		defer c.background.Done()
+	if !c.goBackground(func() {
 		defer c.retentionRunning.Store(false)
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
 		defer cancel()
 		if err := c.retentionPass(rctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("retention pass failed", "err", err)
 		}
-	})
+	}) {
+		c.retentionRunning.Store(false)
+	}
 }
 
-// startBackground counts one more piece of asynchronous work in
-// c.background (retention and lifecycle passes, materialization tasks),
-// or reports false once Close waits for that work; then the work must not
-// start. Every c.background.Add goes through here: the check and the Add
-// happen under c.mu, where Close sets backgroundClosed before it calls
-// Wait, so every Add happens before that Wait, as the sync.WaitGroup
-// contract requires (an Add from zero concurrent with Wait may be missed
-// by it, and the race detector reports it as a data race), and nothing
-// starts after Close stopped waiting. Work may still start while Close
-// drains (appends may wait for a generation being built).
-func (c *Core) startBackground() bool {
+// goBackground runs f asynchronously as background work, counted in
+// c.background (retention and lifecycle passes, materialization tasks), or
+// reports false once Close waits for that work; then f does not run and the
+// caller undoes its own bookkeeping. Every c.background.Add goes through
+// here: the check and the Add happen under c.mu, where Close sets
+// backgroundClosed right before it calls Wait, so every Add happens before
+// that Wait, as the sync.WaitGroup contract requires (an Add from zero
+// concurrent with Wait may be missed by it, and the race detector reports
+// it as a data race), and nothing starts after Close stopped waiting. Work
+// may still start while Close drains: only the Wait needs the gate.
+func (c *Core) goBackground(f func()) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.backgroundClosed {
+		c.mu.Unlock()
 		return false
 	}
 	c.background.Add(1)
+	c.mu.Unlock()
+	c.rt.goFunc(func() {
+		defer c.background.Done()
+		f()
+	})
 	return true
 }
 

@@ -108,7 +108,7 @@ func (r *tickRuntime) pending() (armed int) {
 // reports and that let Wait return before the pass started, so a retention
 // pass could run on a closed Core. Once Close waits for background work,
 // a tick (or any other starter: lifecycle passes, materialization tasks,
-// all through startBackground) must start nothing; after Close no tick is
+// all through goBackground) must start nothing; after Close no tick is
 // armed, and a timer that fires anyway arms no other.
 func TestNoBackgroundWorkOnceCloseWaits(t *testing.T) {
 	rt := &tickRuntime{at: time.Unix(1_700_000_000, 0)}
@@ -130,8 +130,8 @@ func TestNoBackgroundWorkOnceCloseWaits(t *testing.T) {
 	if n := rt.startedCount() - started; n != 0 {
 		t.Fatalf("a tick started %d passes while Close waits for background work", n)
 	}
-	if c.startBackground() {
-		t.Fatal("startBackground counted work while Close waits for background work")
+	if c.goBackground(func() {}) {
+		t.Fatal("goBackground started work while Close waits for background work")
 	}
 
 	// Let Close run for real.

@@ -71,11 +71,9 @@ func (m *materializer) urge(id ID) {
 	m.mu.Lock()
 	m.urgent[id] = true
 	m.mu.Unlock()
-	if !m.c.startBackground() {
-		return // Close waits for background work; appends waiting for it fail with the owner
-	}
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	// Refused once Close waits for background work; appends waiting for
+	// the generation then fail with their owner.
+	m.c.goBackground(func() {
 		h, _, err := m.c.readHeadView(m.c.ctx, id)
 		if err == nil {
 			m.consider(h)
@@ -149,14 +147,7 @@ func (m *materializer) consider(h *head) genPlan {
 	m.running[h.ID] = true
 	delete(m.urgent, h.ID)
 	m.mu.Unlock()
-	if !m.c.startBackground() {
-		m.mu.Lock()
-		delete(m.running, h.ID)
-		m.mu.Unlock()
-		return plan
-	}
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	if !m.c.goBackground(func() {
 		ctx := m.c.ctx // the task outlives the pass that planned it
 		select {
 		case m.sem <- struct{}{}:
@@ -171,7 +162,11 @@ func (m *materializer) consider(h *head) genPlan {
 			m.c.lc.materializeFailures.Add(1)
 			m.c.log.Warn("materialization failed", "stream", h.ID, "name", h.Name, "err", err)
 		}
-	})
+	}) {
+		m.mu.Lock() // Close waits for background work: the task never ran
+		delete(m.running, h.ID)
+		m.mu.Unlock()
+	}
 	return plan
 }
 

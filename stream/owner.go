@@ -114,7 +114,17 @@ func (o *owner) syncIdleLocked() {
 func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	c := o.c
 	for _, l := range rd.logs {
-		c.log.Log(context.Background(), l.level, l.msg, l.args...)
+		args := l.args
+		if l.msg == msgWALWriteFailed {
+			// A fault that fails every append (a full disk) must not also
+			// flood the log: one line per second, with a count.
+			held, ok := c.walFailLog.allow(c.rt.now(), time.Second)
+			if !ok {
+				continue
+			}
+			args = append(args, "similar_lines_suppressed", held)
+		}
+		c.log.Log(context.Background(), l.level, l.msg, args...)
 	}
 	for _, op := range rd.writes {
 		op := op

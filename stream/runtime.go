@@ -49,9 +49,18 @@ func (realRuntime) goFunc(f func()) { go f() }
 func (realRuntime) sleep(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, d) }
 
 func (realRuntime) batch(ctx context.Context, meta metadata.Store, ops []metadata.Op, done func([]metadata.Result, error)) bool {
+	// A bounded round: a store that stops answering (etcd down: its client
+	// waits for a connection) must show up as failing rounds — unknown
+	// outcomes settled by re-reading, and a degraded Core.Health — not as
+	// one round that hangs until the store returns.
+	ctx, cancel := context.WithTimeout(ctx, metadataRoundTimeout)
+	defer cancel()
 	done(meta.Batch(ctx, ops))
 	return true
 }
+
+// metadataRoundTimeout bounds one commit round's metadata Batch.
+const metadataRoundTimeout = 10 * time.Second
 
 func (realRuntime) scan(ctx context.Context, meta metadata.Store, min, max string, limit int, done func([]metadata.Record, error)) {
 	go func() { done(meta.RangeScan(ctx, min, max, limit)) }()

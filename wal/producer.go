@@ -559,6 +559,19 @@ func (p *Producer) halt(cause error) {
 	}
 }
 
+// Err returns why the producer stopped accepting Appends (a fatal upload or
+// commit error, fencing; ErrHalted after Close), or nil while it runs. A
+// halted producer never resumes: construct a new one (it claims a new epoch)
+// once the cause has cleared, and Close the old one.
+func (p *Producer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.halted == nil && p.closing {
+		return ErrHalted
+	}
+	return p.halted
+}
+
 func (p *Producer) haltedErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -171,8 +171,14 @@ type forbiddenImport struct {
 var importRules = []forbiddenImport{
 	{
 		from: []string{"stream", "metadata", "objectstore", "wal"},
-		to:   []string{"kafka", "pulsar", "managedledger", "server", "cmd"},
-		why:  "the storage layers sit below the protocol adapters, the storage boundaries and the server (docs/ARCHITECTURE.md); nothing imports upward",
+		to:   []string{"kafka", "pulsar", "managedledger", "server", "cmd", "cluster"},
+		why:  "the storage layers sit below the cluster, the protocol adapters, the storage boundaries and the server (docs/ARCHITECTURE.md); nothing imports upward",
+	},
+	{
+		from:        []string{"cluster"},
+		to:          []string{"kafka", "pulsar", "managedledger", "server", "cmd", "adminapi"},
+		nonTestOnly: true,
+		why:         "cluster sits between the stream core and the protocol front ends: it decides ownership, never protocol semantics",
 	},
 	{
 		from:        []string{"stream", "metadata", "objectstore", "wal"},

@@ -10,8 +10,11 @@
 // channels the caller passed in. Coordinator is the thin driver: one mutex
 // per group, a timer that feeds Tick at the next deadline.
 //
-// It must never persist anything, never talk to the wire, and never let a
-// member that is not in the current generation commit offsets.
+// Group must never persist anything, never talk to the wire, and never let
+// a member that is not in the current generation commit offsets; it only
+// offers Snapshot/Restore of its settled states. The Coordinator persists
+// them through its Store so a new coordinator resumes the group after a
+// failover, and evicts groups that another broker coordinates now.
 //
 // States (Kafka's names): Empty -> PreparingRebalance -> CompletingRebalance
 // -> Stable, back to PreparingRebalance on any membership change, Dead once
@@ -599,16 +602,19 @@ func (g *Group) CommitCheck(memberID string, generation int32) int16 {
 
 // Kill marks the group Dead (deleted); every waiter gets
 // COORDINATOR_NOT_AVAILABLE-style errors and must rediscover.
-func (g *Group) Kill(now time.Time) {
+func (g *Group) Kill(now time.Time) { g.killWith(code(kerr.CoordinatorNotAvailable)) }
+
+// killWith marks the group Dead and answers every waiter with errCode.
+func (g *Group) killWith(errCode int16) {
 	for _, m := range g.members {
 		if m.join != nil {
-			m.join <- joinErr(m.joinVersion, m.id, code(kerr.CoordinatorNotAvailable))
+			m.join <- joinErr(m.joinVersion, m.id, errCode)
 			m.join = nil
 		}
 		if m.sync != nil {
 			r := kmsg.NewPtrSyncGroupResponse()
 			r.Version = m.syncVersion
-			r.ErrorCode = code(kerr.CoordinatorNotAvailable)
+			r.ErrorCode = errCode
 			m.sync <- r
 			m.sync = nil
 		}

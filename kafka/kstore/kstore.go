@@ -7,10 +7,14 @@
 //   - the partition -> stream mapping: partition p of topic t is the stream
 //     named "kafka/<t>/<p>", labelled with the topic id so that streams left
 //     over from a deleted topic of the same name are never reused;
-//   - the append session of each partition (this broker's writer id; the
-//     session epoch is the Kafka partition leader epoch);
-//   - committed consumer-group offsets ("kafka/groups/...") and the producer
-//     id allocator ("kafka/producer-ids");
+//   - appends to a partition through this broker's append session on its
+//     stream, which only the cluster node takes (cluster.Node.Writer: this
+//     broker must own the partition; the session epoch is the Kafka
+//     partition leader epoch);
+//   - committed consumer-group offsets ("kafka/groups/<g>/o/..."), the
+//     persisted group state ("kafka/groups/<g>/state", see groupstate.go)
+//     and the producer id allocator ("kafka/producer-ids"), shared by every
+//     broker of the cluster.
 //   - each partition's transaction index ("kafka/ptxn/...", txnindex.go):
 //     open transactions (the last stable offset) and aborted ranges.
 //
@@ -44,6 +48,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -70,8 +75,9 @@ var (
 	ErrInvalidTopic      = errors.New("kafka/kstore: invalid topic name")
 	ErrInvalidPartitions = errors.New("kafka/kstore: invalid partition count")
 	ErrInvalidConfig     = errors.New("kafka/kstore: invalid config")
-	// ErrNotLeader: another writer holds the partition's append session.
-	ErrNotLeader = errors.New("kafka/kstore: this broker does not hold the partition's append session")
+	// ErrNotLeader: another broker leads the partition (owns its stream),
+	// or its leadership is still moving to this one. Retriable.
+	ErrNotLeader = errors.New("kafka/kstore: this broker does not lead the partition")
 	// ErrConflict: a concurrent change kept winning; retry the request.
 	ErrConflict = errors.New("kafka/kstore: concurrent metadata change, retry")
 )
@@ -82,13 +88,11 @@ const StaleCreate = 30 * time.Second
 
 // Config configures a Store.
 type Config struct {
-	// WriterID names this broker as the writer of partition streams
-	// (default "kafka-broker"). Brokers sharing streams need distinct ids.
-	WriterID string
-	// SessionTTL is the append session lifetime; 0 (the default) leaves it
-	// to the stream core (stream.Config.SessionTTL, `nereus serve
-	// --session-ttl`, default 30s), so one setting governs every protocol.
-	SessionTTL time.Duration
+	// Cluster is this broker's cluster membership: it decides who leads a
+	// partition and holds the append sessions. Nil makes a read-only store
+	// (tools, the console): appends fail with ErrNotLeader, no partition
+	// has a leader.
+	Cluster *cluster.Node
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -119,9 +123,6 @@ type Store struct {
 // New returns a Store and starts watching topic records so that changes by
 // other brokers invalidate the cache.
 func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error) {
-	if cfg.WriterID == "" {
-		cfg.WriterID = "kafka-broker"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -141,21 +142,16 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 	return s, nil
 }
 
-// Close stops the watch and releases the append sessions this store holds.
+// Close stops the watch. Append sessions belong to the cluster node, which
+// hands them over (Leave) or lets them be taken over.
 func (s *Store) Close(ctx context.Context) error {
 	s.stopWatch()
 	<-s.watchDone
 	s.closeTxnIndexes(ctx)
 	s.mu.Lock()
-	topics := s.topics
 	s.topics = map[string]*Topic{}
 	s.gen++
 	s.mu.Unlock()
-	for _, t := range topics {
-		for _, p := range t.Partitions {
-			p.release(ctx, s.streams)
-		}
-	}
 	return nil
 }
 
@@ -240,56 +236,34 @@ type Topic struct {
 	version    metadata.Version
 }
 
-// Partition is one partition: a stream plus this broker's append session.
+// Partition is one partition: a stream. Its leader is the cluster node
+// that owns the stream (by its name, StreamName).
 type Partition struct {
 	Topic    string
 	Index    int32
 	StreamID stream.ID
-
-	mu      sync.Mutex
-	sess    stream.Session
-	hasSess bool
 }
 
-// Session returns this broker's append session on the partition stream,
-// acquiring it if needed. ErrNotLeader means another writer holds it.
+// StreamName is the name of the partition's stream (its ownership key).
+func (p *Partition) StreamName() string { return StreamName(p.Topic, p.Index) }
+
+// session returns this broker's append session on the partition stream,
+// taking it through the cluster if this broker leads the partition.
+// ErrNotLeader (wrapping the cluster's NotOwnerError, which names the
+// leader) means another broker leads it, or ownership is still moving here.
 func (p *Partition) session(ctx context.Context, s *Store) (stream.Session, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.hasSess {
-		return p.sess, nil
+	if s.cfg.Cluster == nil {
+		return stream.Session{}, fmt.Errorf("%w: read-only store", ErrNotLeader)
 	}
-	sess, err := s.streams.AcquireSession(ctx, p.StreamID, stream.SessionOptions{
-		WriterID: s.cfg.WriterID, TTL: s.cfg.SessionTTL, StealExpired: true,
-	})
+	sess, err := s.cfg.Cluster.Writer(ctx, p.StreamID, p.StreamName())
 	if err != nil {
-		if errors.Is(err, stream.ErrSessionBusy) || errors.Is(err, stream.ErrFenced) {
-			return stream.Session{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		if errors.Is(err, cluster.ErrNotOwner) || errors.Is(err, cluster.ErrHandoffPending) ||
+			errors.Is(err, stream.ErrSessionBusy) || errors.Is(err, stream.ErrFenced) {
+			return stream.Session{}, fmt.Errorf("%w: %w", ErrNotLeader, err)
 		}
 		return stream.Session{}, err
 	}
-	p.sess, p.hasSess = sess, true
 	return sess, nil
-}
-
-// dropSession forgets a session that was fenced so the next append
-// acquires a fresh one (with a new epoch).
-func (p *Partition) dropSession(sess stream.Session) {
-	p.mu.Lock()
-	if p.hasSess && p.sess.Epoch == sess.Epoch && p.sess.Token == sess.Token {
-		p.hasSess = false
-	}
-	p.mu.Unlock()
-}
-
-func (p *Partition) release(ctx context.Context, streams stream.Storage) {
-	p.mu.Lock()
-	sess, has := p.sess, p.hasSess
-	p.hasSess = false
-	p.mu.Unlock()
-	if has {
-		_ = streams.ReleaseSession(ctx, sess)
-	}
 }
 
 // StreamName is the stream backing partition p of topic.
@@ -624,10 +598,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) (TopicID, error) {
 // labelled with its topic id) and then the record. Idempotent.
 func (s *Store) finishDelete(ctx context.Context, tr topicRecord, ver metadata.Version) error {
 	s.mu.Lock()
-	if t, ok := s.topics[tr.Name]; ok {
-		for _, p := range t.Partitions {
-			p.release(ctx, s.streams)
-		}
+	if _, ok := s.topics[tr.Name]; ok {
 		delete(s.topics, tr.Name)
 		s.gen++
 	}
@@ -642,6 +613,7 @@ func (s *Store) finishDelete(ctx context.Context, tr topicRecord, ver metadata.V
 		if info.Attributes[AttrTopicID] != tr.ID.String() {
 			continue
 		}
+		_ = s.cfg.Cluster.Release(ctx, info.ID)
 		if err := s.streams.Delete(ctx, info.ID); err != nil && !errors.Is(err, stream.ErrStreamNotFound) {
 			return fmt.Errorf("kafka/kstore: delete stream %s: %w", info.Name, err)
 		}

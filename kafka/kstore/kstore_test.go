@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/stream"
@@ -15,11 +19,21 @@ import (
 
 func newStore(t *testing.T, streams stream.Storage, meta metadata.Store, writer string, now func() time.Time) *Store {
 	t.Helper()
-	s, err := New(streams, meta, Config{WriterID: writer, Now: now})
+	ctx := context.Background()
+	id, err := cluster.ClaimKafkaBrokerID(ctx, meta, writer, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	node, err := cluster.Join(ctx, cluster.Config{Metadata: meta, Storage: streams, NodeID: writer, KafkaBrokerID: id,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(streams, meta, Config{Cluster: node, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()); _ = node.Close() })
 	return s
 }
 
@@ -134,33 +148,68 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 }
 
 // TestSecondBrokerIsNotLeaderAndSeesChanges: two stores over the same
-// streams and metadata: the one holding a partition's append session is its
-// leader, the other gets ErrNotLeader; topic changes by one invalidate the
-// other's cache through the metadata watch.
+// streams and metadata: the broker whose cluster node owns a partition's
+// stream leads it and appends; the other gets ErrNotLeader naming the
+// leader; both report the same leader epoch without taking a session;
+// topic changes by one invalidate the other's cache through the metadata
+// watch.
 func TestSecondBrokerIsNotLeaderAndSeesChanges(t *testing.T) {
 	ctx := context.Background()
 	streams, meta := streammem.New(), memstore.New()
 	a := newStore(t, streams, meta, "a", nil)
 	b := newStore(t, streams, meta, "b", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Cluster().View().Brokers) < 2 || len(b.Cluster().View().Brokers) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("views never saw both brokers")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if _, err := a.CreateTopic(ctx, "shared", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, pa, _ := a.Partition(ctx, "shared", 0)
-	epoch, err := a.LeaderEpoch(ctx, pa)
-	if err != nil || epoch < 1 {
-		t.Fatalf("epoch %d err %v", epoch, err)
-	}
 	_, pb, err := b.Partition(ctx, "shared", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.LeaderEpoch(ctx, pb); !errors.Is(err, ErrNotLeader) {
+	leader, ok := a.Leader(pa)
+	if lb, _ := b.Leader(pb); !ok || lb.NodeID != leader.NodeID {
+		t.Fatalf("leaders disagree: %v / %v", leader, lb)
+	}
+	lead, follow, pl, pf := a, b, pa, pb
+	if leader.NodeID == "b" {
+		lead, follow, pl, pf = b, a, pb, pa
+	}
+	if e, err := follow.LeaderEpoch(ctx, pf); err != nil || e != 0 {
+		t.Fatalf("epoch before any leader: %d %v", e, err)
+	}
+	build := func(int32) stream.AppendRequest {
+		return stream.AppendRequest{Entries: []stream.Entry{{Payload: []byte("x"), RecordCount: 1}}, ExpectedStart: -1}
+	}
+	app, err := lead.AppendAsync(ctx, pl, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Settle(ctx); err != nil || app.Epoch < 1 {
+		t.Fatalf("leader append: epoch %d, %v", app.Epoch, err)
+	}
+	if _, err := follow.AppendAsync(ctx, pf, build); !errors.Is(err, ErrNotLeader) || !errors.Is(err, cluster.ErrNotOwner) {
 		t.Fatalf("second broker: %v", err)
+	}
+	for _, st := range []*Store{a, b} {
+		p := pa
+		if st == b {
+			p = pb
+		}
+		if e, err := st.LeaderEpoch(ctx, p); err != nil || e != app.Epoch {
+			t.Fatalf("epoch %d %v, want %d", e, err, app.Epoch)
+		}
 	}
 	if _, err := a.DeleteTopic(ctx, "shared"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
 		if _, err := b.Topic(ctx, "shared"); errors.Is(err, ErrUnknownTopic) {
 			break
@@ -169,6 +218,49 @@ func TestSecondBrokerIsNotLeaderAndSeesChanges(t *testing.T) {
 			t.Fatal("second broker still sees the deleted topic")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGroupStateCompareAndSet: the group store persists snapshots under a
+// checksum and refuses a stale coordinator's write.
+func TestGroupStateCompareAndSet(t *testing.T) {
+	ctx := context.Background()
+	streams, meta := streammem.New(), memstore.New()
+	gs := newStore(t, streams, meta, "a", nil).GroupStore()
+	if _, _, found, err := gs.LoadGroup(ctx, "g/1"); err != nil || found {
+		t.Fatalf("absent group: %v %v", found, err)
+	}
+	v1, err := gs.SaveGroup(ctx, "g/1", []byte(`{"v":1}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.SaveGroup(ctx, "g/1", []byte(`{"v":1,"x":1}`), 0); !errors.Is(err, kgroup.ErrStale) {
+		t.Fatalf("second create: %v", err)
+	}
+	v2, err := gs.SaveGroup(ctx, "g/1", []byte(`{"v":1,"x":2}`), v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.SaveGroup(ctx, "g/1", []byte(`{"v":1,"x":3}`), v1); !errors.Is(err, kgroup.ErrStale) {
+		t.Fatalf("stale save: %v", err)
+	}
+	raw, v, found, err := gs.LoadGroup(ctx, "g/1")
+	if err != nil || !found || v != v2 || string(raw) != `{"v":1,"x":2}` {
+		t.Fatalf("load: %q %d %v %v", raw, v, found, err)
+	}
+	rec, _ := meta.Get(ctx, groupStateKey("g/1"))
+	rec.Value[len(rec.Value)-1] ^= 1
+	if _, err := meta.Put(ctx, rec.Key, rec.Value, rec.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := gs.LoadGroup(ctx, "g/1"); err == nil {
+		t.Fatal("corrupt group state loaded")
+	}
+	if err := gs.DeleteGroup(ctx, "g/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gs.DeleteGroup(ctx, "g/1"); err != nil {
+		t.Fatalf("deleting an absent group: %v", err)
 	}
 }
 

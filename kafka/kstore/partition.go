@@ -5,26 +5,42 @@ import (
 	"errors"
 	"math"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
-// LeaderEpoch is the partition leader epoch Kafka clients see: this broker's
-// append-session epoch on the partition stream. Acquiring the session is
-// what makes this broker the partition's leader.
+// LeaderEpoch is the partition leader epoch Kafka clients see: the epoch
+// of the partition stream's current append session, read from its head
+// (never acquired: reading it takes no session). It only grows: every new
+// leader's session bumps it. Before the first leader it is 0.
 func (s *Store) LeaderEpoch(ctx context.Context, p *Partition) (int32, error) {
-	sess, err := p.session(ctx, s)
+	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
 		return -1, err
 	}
-	return epochOf(sess), nil
+	return clampEpoch(info.Session.Epoch), nil
 }
 
-func epochOf(sess stream.Session) int32 {
-	if sess.Epoch > math.MaxInt32 {
+// Leader returns the broker leading the partition (the owner of its
+// stream) in this broker's view; ok is false when no broker is active.
+func (s *Store) Leader(p *Partition) (cluster.Broker, bool) {
+	if s.cfg.Cluster == nil {
+		return cluster.Broker{}, false
+	}
+	return s.cfg.Cluster.OwnerOf(p.StreamName())
+}
+
+// Cluster is the cluster membership the store was built with.
+func (s *Store) Cluster() *cluster.Node { return s.cfg.Cluster }
+
+func clampEpoch(e uint64) int32 {
+	if e > math.MaxInt32 {
 		return math.MaxInt32
 	}
-	return int32(sess.Epoch)
+	return int32(e)
 }
+
+func epochOf(sess stream.Session) int32 { return clampEpoch(sess.Epoch) }
 
 // Appending is an append in flight on a partition.
 type Appending struct {
@@ -32,7 +48,7 @@ type Appending struct {
 	// Epoch is the leader epoch the append was issued under.
 	Epoch int32
 	sess  stream.Session
-	p     *Partition
+	store *Store
 }
 
 // Settle waits for the append and, if the session turned out to be fenced,
@@ -40,7 +56,7 @@ type Appending struct {
 func (a *Appending) Settle(ctx context.Context) (stream.AppendResult, error) {
 	res, err := a.Future.Wait(ctx)
 	if errors.Is(err, stream.ErrFenced) {
-		a.p.dropSession(a.sess)
+		a.store.cfg.Cluster.Lost(a.sess)
 	}
 	return res, err
 }
@@ -56,7 +72,7 @@ func (s *Store) AppendAsync(ctx context.Context, p *Partition, build func(epoch 
 	}
 	epoch := epochOf(sess)
 	req := build(epoch)
-	return &Appending{Future: s.streams.AppendAsync(sess, req), Epoch: epoch, sess: sess, p: p}, nil
+	return &Appending{Future: s.streams.AppendAsync(sess, req), Epoch: epoch, sess: sess, store: s}, nil
 }
 
 // Read reads committed entries of the partition starting with the entry

@@ -25,7 +25,12 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan metadata.Event
 	if s.closed.Load() {
 		return nil, metadata.ErrClosed
 	}
-	rev, err := s.currentRevision(ctx)
+	// Bounded even when ctx is not: etcd's client waits for a connection, so
+	// a Watch opened while etcd is down would otherwise never return (a
+	// /metrics scrape that builds a watcher hung for the whole outage).
+	rctx, cancel := context.WithTimeout(ctx, watchStartTimeout)
+	rev, err := s.currentRevision(rctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +51,9 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan metadata.Event
 	}()
 	return out, nil
 }
+
+// watchStartTimeout bounds the revision read that opens a Watch.
+const watchStartTimeout = 5 * time.Second
 
 func (s *Store) currentRevision(ctx context.Context) (int64, error) {
 	resp, err := s.client.Get(ctx, s.key("\x00"), clientv3.WithCountOnly())

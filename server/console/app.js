@@ -201,9 +201,13 @@ const pages = {
         ${card("owned streams (append sessions here)", owned === undefined ? "—" : fmtNum(owned))}
         ${card("started", esc(new Date(h.startedAt).toLocaleString()))}
       </div>
-      <h2>Brokers</h2>
-      ${table(["node", "status", "front ends", "listeners"], [[esc(h.nodeId) + ' <span class="muted">(this node)</span>',
+      ${(h.degraded || []).length ? `<h2 class="err">Degraded storage components</h2>
+        <p class="muted">Appends fail with a retriable error until the component recovers by itself; reads keep working.</p>
+        ${table(["component", "since", "last error"], h.degraded.map((d) => [esc(d.component), esc(new Date(d.since).toLocaleString()), esc(d.reason)]))}` : ""}
+      <h2>This node</h2>
+      ${table(["node", "status", "front ends", "listeners"], [[esc(h.nodeId),
         `<span class="pill ${h.status === "ok" ? "ok" : "bad"}">${esc(h.status)}</span>`, up || '<span class="muted">none</span>', listeners]])}
+      ${await clusterHTML()}
       <h2>Live throughput</h2>
       ${chartsHTML(["c-commit", "c-appends", "c-kafka", "c-pulsar"])}`;
   },
@@ -219,10 +223,11 @@ const pages = {
     }
     const rows = all.map((s) => [
       `<a href="#/stream/${encodeURIComponent(s.name)}">${esc(s.name)}</a>`, esc(s.profile), esc(s.state),
-      fmtNum(s.startOffset), fmtNum(s.endOffset), fmtNum(s.endOffset - s.startOffset), esc(fmtBytes(s.committedBytes)),
-      esc(retention(s.retention)), s.session ? esc(s.session.writerId) + " e" + esc(s.session.epoch) : '<span class="muted">—</span>']);
+      fmtNum(s.startOffset), fmtNum(s.endOffset), fmtNum(s.endOffset - s.startOffset), esc(fmtBytes(s.retainedBytes)),
+      fmtNum(s.materializedThrough || 0), esc(retention(s.retention)),
+      s.session ? esc(s.session.writerId) + " e" + esc(s.session.epoch) : '<span class="muted">—</span>']);
     return `<h1>Streams <span class="muted">(${all.length})</span></h1>
-      ${table(["name", "profile", "state", "start", "end (head)", "readable", "committed bytes", "retention", "session"], rows, [3, 4, 5, 6])}`;
+      ${table(["name", "profile", "state", "start", "end (head)", "readable", "size (retained)", "in generations below", "retention", "owner (append session)"], rows, [3, 4, 5, 6, 7])}`;
   },
 
   async stream(name) {
@@ -244,7 +249,9 @@ const pages = {
         <dt>head (committed end)</dt><dd>${fmtNum(s.endOffset)}</dd>
         <dt>start (trim point)</dt><dd>${fmtNum(s.startOffset)}</dd>
         <dt>readable offsets</dt><dd>${fmtNum(s.endOffset - s.startOffset)}</dd>
+        <dt>size (retained bytes)</dt><dd>${esc(fmtBytes(s.retainedBytes))}</dd>
         <dt>committed bytes (ever)</dt><dd>${esc(fmtBytes(s.committedBytes))}</dd>
+        <dt>generations</dt><dd>${s.materializedThrough > s.startOffset ? "offsets [" + fmtNum(s.startOffset) + ", " + fmtNum(s.materializedThrough) + ") served by generations (read-optimized objects); the rest by the WAL" : "none yet: every offset is served by the WAL"}</dd>
         <dt>retention</dt><dd>${esc(retention(s.retention))}</dd>
         <dt>session</dt><dd>${s.session ? "epoch " + esc(s.session.epoch) + ", writer " + esc(s.session.writerId) + ", expires " + esc(new Date(s.session.expires).toLocaleString()) : "none"}</dd>
         <dt>created</dt><dd>${esc(new Date(s.createdAt).toLocaleString())}</dd>
@@ -335,8 +342,10 @@ const pages = {
     const bk = f.nereus_bkwal_adds_total !== undefined;
     const bkRun = f.nereus_bkwal_run_write_duration_seconds;
     const bkAvg = bkRun && bkRun.series[0] && bkRun.series[0].value ? (bkRun.series[0].sum / bkRun.series[0].value) * 1000 : undefined;
+    let gc;
+    try { gc = await getJSON("/v1/gc"); } catch (e) { gc = { error: e.message }; }
     const bySum = (name, label) => (f[name] || { series: [] }).series.filter((s) => s.value > 0).map((s) => esc(s.labels[label]) + " " + fmtNum(s.value)).join(", ") || "none";
-    return `<h1>WAL &amp; storage</h1>
+    return `<h1>WAL, generations &amp; GC</h1>
       <h2>Object WAL</h2>
       <div class="cards">
         ${card("records committed", fmtNum(v("nereus_wal_producer_records_total")))}
@@ -362,10 +371,54 @@ const pages = {
         ${card("rollovers", esc(bySum("nereus_bkwal_rollovers_total", "reason")))}
         ${card("taints", esc(bySum("nereus_bkwal_taints_total", "cause")))}
       </div>` : '<p class="muted">not enabled on this node (start with --bookkeeper-zk)</p>'}
+      <h2>Generations and GC</h2>
+      ${gcHTML(gc)}
       <h2>Live</h2>
       ${chartsHTML(["c-wal", "c-objects"])}`;
   },
 };
+
+// clusterHTML renders GET /v1/cluster: every registered broker, its state,
+// session, Kafka broker id, endpoints and the streams it is assigned and
+// holds (ownership), over up to 1000 scanned streams.
+async function clusterHTML() {
+  let c;
+  try { c = await getJSON("/v1/cluster?limit=1000"); } catch (e) {
+    return `<h2>Brokers</h2><p class="muted">cluster status unavailable: ${esc(e.message)}</p>`;
+  }
+  const flags = (c.isolated ? ' <span class="pill bad">this node is isolated from the metadata store</span>' : "") +
+    (c.leaving ? ' <span class="pill">this node is leaving</span>' : "");
+  const rows = (c.brokers || []).map((b) => [
+    esc(b.nodeId) + (b.self ? ' <span class="muted">(this node)</span>' : ""), fmtNum(b.kafkaBrokerId),
+    `<span class="pill ${b.state === "active" ? "ok" : ""}">${esc(b.state)}</span>`, esc(b.rack || ""),
+    fmtNum(Math.round(b.sessionAgeSeconds)) + " s / ttl " + fmtNum(b.sessionTtlSeconds) + " s",
+    fmtNum(b.assignedStreams), fmtNum(b.heldStreams),
+    (b.endpoints || []).map((e) => esc(e.protocol + (e.listener ? ":" + e.listener : "")) + " <code>" + esc(e.address) + "</code>" + (e.tls ? " (TLS)" : "")).join("<br>")]);
+  return `<h2>Brokers <span class="muted">(${(c.brokers || []).length})</span>${flags}</h2>
+    ${table(["node", "Kafka broker id", "state", "rack", "session age", "assigned streams", "held streams", "endpoints"], rows, [1, 5, 6])}
+    <p class="muted">Ownership over ${fmtNum(c.streams)} scanned streams${c.truncated ? " (more exist)" : ""}; ${fmtNum(c.unowned)} without a live append session.</p>`;
+}
+
+function gcHTML(gc) {
+  if (gc.error) return `<p class="muted">GC status unavailable: ${esc(gc.error)}</p>`;
+  const st = gc.stats || {};
+  const mode = gc.disabled ? '<span class="pill bad">disabled</span>' : gc.dryRun ? '<span class="pill">dry run</span>' : '<span class="pill ok">on</span>';
+  const last = gc.lastPass && !gc.lastPass.startsWith("0001") ? new Date(gc.lastPass).toLocaleString() + " (" + fmtNum(gc.durationMs) + " ms)" : "not yet";
+  return `<div class="cards">
+      ${card("GC", mode)}
+      ${card("last pass", esc(last))}
+      ${card("passes / errors", fmtNum(st.passes) + " / " + fmtNum(st.errors))}
+      ${card("kept for now", fmtNum(gc.pendingCount) + " (" + esc(fmtBytes(gc.pendingBytes)) + ")")}
+      ${card("deleted", esc(fmtBytes(st.deletedBytes)) + " · " + fmtNum(st.deletedSegments) + " segments, " + fmtNum(st.deletedLedgers) + " ledgers, " + fmtNum(st.deletedGenerationObjects) + " generations")}
+      ${card("generations published", fmtNum(st.generationsPublished) + " (" + esc(fmtBytes(st.materializedBytes)) + ")")}
+      ${card("materialization lag", esc(fmtBytes(st.materializeLagBytes)) + " · " + fmtNum(st.materializeLagSeconds) + " s")}
+      ${card("retention trims", fmtNum(st.retentionTrims))}
+    </div>
+    <h2>Kept by GC, and why <span class="muted">(sample)</span></h2>
+    ${table(["kind", "unit", "bytes", "reason"], (gc.pending || []).slice(0, 20).map((p) => [esc(p.kind), "<code>" + esc(p.unit) + "</code>", esc(fmtBytes(p.bytes || 0)), esc(p.reason)]), [2])}
+    <h2>Recent deletions</h2>
+    ${table(["time", "kind", "unit", "bytes", "reason"], (gc.recent || []).slice(-20).reverse().map((e) => [esc(new Date(e.time).toLocaleString()), esc(e.kind) + (e.dryRun ? " (dry run)" : ""), "<code>" + esc(e.unit) + "</code>", esc(fmtBytes(e.bytes || 0)), esc(e.reason)]), [3])}`;
+}
 
 // ---- router ----
 

@@ -112,13 +112,14 @@ func TestConsolePages(t *testing.T) {
 		name, hash string
 		want       []string
 	}{
-		{"overview", "#/", []string{"Overview", h.NodeID, "kafka serving", "pulsar serving", "Live throughput", "Stream commits"}},
-		{"streams", "#/streams", []string{restStream, "kafka/payments/0", "OBJECT_WAL_ASYNC_OBJECT", "time 1h"}},
+		{"overview", "#/", []string{"Overview", h.NodeID, "kafka serving", "pulsar serving", "Live throughput", "Stream commits",
+			"Brokers (1)", "(this node)", "held streams", "active"}},
+		{"streams", "#/streams", []string{restStream, "kafka/payments/0", "OBJECT_WAL_ASYNC_OBJECT", "time 1h", "in generations below"}},
 		{"stream", "#/stream/" + strings.ReplaceAll(restStream, "/", "%2F"), []string{"Stream " + restStream,
-			"head (committed end)", fmt.Sprint(restEntries), "order-4", "time 1h, bytes unlimited"}},
+			"head (committed end)", fmt.Sprint(restEntries), "order-4", "time 1h, bytes unlimited", "size (retained bytes)", "generations"}},
 		{"kafka", "#/kafka", []string{kafkaTopic, kafkaGroup, "kafka/" + kafkaTopic + "/2"}},
 		{"pulsar", "#/pulsar", []string{pulsarTopic, pulsarSub}},
-		{"wal", "#/wal", []string{"Object WAL", "segments uploaded", "Object store calls", "put"}},
+		{"wal", "#/wal", []string{"Object WAL", "segments uploaded", "Object store calls", "put", "Generations and GC", "passes / errors", "Recent deletions"}},
 	}
 	if withBK {
 		pages[1].want = append(pages[1].want, bkStream, "BOOKKEEPER_WAL_ONLY")
@@ -135,7 +136,9 @@ func TestConsolePages(t *testing.T) {
 		"pulsar":  {{cellJS("Subscriptions", pulsarSub, 4), fmt.Sprint(pulsarSent - pulsarAcked)}},
 		"streams": {{cellJS("Streams", restStream, 4), fmt.Sprint(restEntries)}},
 		// The live chart has at least two samples: it shows a rate.
-		"overview": {{`(document.querySelector("#c-commit .now") || {textContent: ""}).textContent.endsWith("/s") ? "rate" : "none"`, "rate"}},
+		"overview": {{`(document.querySelector("#c-commit .now") || {textContent: ""}).textContent.endsWith("/s") ? "rate" : "none"`, "rate"},
+			// This node holds the append sessions of the seeded streams.
+			{`Number(` + cellJS("Brokers", "active", 6) + `) > 0 ? "holds streams" : "holds none"`, "holds streams"}},
 	}
 
 	for _, p := range pages {

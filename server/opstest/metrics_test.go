@@ -20,6 +20,7 @@ import (
 // layer that lands metrics adds its families here (and, if operators
 // should see them, a panel to docs/grafana/nereus-dashboard.json).
 var families = map[string][]string{
+	"health": {"nereus_storage_degraded", "nereus_storage_degraded_seconds", "nereus_storage_recoveries_total"},
 	"process": {"go_goroutines", "process_resident_memory_bytes", "nereus_build_info", "nereus_storage_durable",
 		"nereus_storage_backend_info", "nereus_draining", "nereus_frontend_up"},
 	"admin http": {"nereus_admin_http_requests_total", "nereus_admin_http_request_duration_seconds",
@@ -36,7 +37,8 @@ var families = map[string][]string{
 		"nereus_gc_passes_total", "nereus_gc_errors_total", "nereus_gc_deleted_total", "nereus_gc_deleted_bytes_total",
 		"nereus_gc_pending_units", "nereus_gc_pending_bytes"},
 	"per stream": {"nereus_streams", "nereus_stream_metrics_truncated", "nereus_stream_start_offset",
-		"nereus_stream_end_offset", "nereus_stream_retained_offsets", "nereus_stream_size_bytes"},
+		"nereus_stream_end_offset", "nereus_stream_retained_offsets", "nereus_stream_size_bytes", "nereus_stream_retained_bytes",
+		"nereus_stream_materialized_through_offset"},
 	"object wal": {"nereus_wal_producer_records_total", "nereus_wal_producer_bytes_total",
 		"nereus_wal_producer_segments_total", "nereus_wal_producer_segment_bytes_total", "nereus_wal_producer_commits_total",
 		"nereus_wal_producer_commit_conflicts_total", "nereus_wal_producer_commit_retries_total",

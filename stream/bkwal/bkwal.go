@@ -151,9 +151,43 @@ type Provider struct {
 	readers *readerCache
 	met     *providerMetrics
 	reclaim reclaimState
+
+	// Health: degraded from a failed run until the next run succeeds.
+	healthMu      sync.Mutex
+	degradedSince time.Time
+	degradedWhy   string
+	recoveries    int64
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider       = (*Provider)(nil)
+	_ provider.HealthReporter = (*Provider)(nil)
+)
+
+// Health implements provider.HealthReporter. A failed run taints its ledger
+// and the stream continues in a new one, so there is no halted state to
+// recover from: the provider is degraded from a failed run (bookies or
+// ZooKeeper unreachable, ack quorum lost) until a run succeeds again.
+func (p *Provider) Health() provider.Health {
+	p.healthMu.Lock()
+	defer p.healthMu.Unlock()
+	return provider.Health{Degraded: !p.degradedSince.IsZero(), Reason: p.degradedWhy, Since: p.degradedSince, Recoveries: p.recoveries}
+}
+
+func (p *Provider) runOutcome(err error) {
+	p.healthMu.Lock()
+	defer p.healthMu.Unlock()
+	switch {
+	case err != nil:
+		if p.degradedSince.IsZero() {
+			p.degradedSince = time.Now()
+		}
+		p.degradedWhy = "BookKeeper writes failing: " + err.Error()
+	case !p.degradedSince.IsZero():
+		p.degradedSince, p.degradedWhy = time.Time{}, ""
+		p.recoveries++
+	}
+}
 
 // Open starts the provider. It does no I/O; Recover (called by the core)
 // takes over earlier incarnations' ledgers.
@@ -463,6 +497,7 @@ func (l *lane) completeLoop() {
 				pr.led.runFinished(false, 0, 0)
 				p.maybeFinalize(pr.led)
 			}
+			p.runOutcome(pr.err)
 			pr.done(nil, pr.err)
 			continue
 		}
@@ -473,6 +508,7 @@ func (l *lane) completeLoop() {
 		}
 		pr.led.runFinished(true, pr.run.Commit, pr.run.End())
 		p.met.runDone(int64(len(pr.futs)), pr.bytes, pr.sent)
+		p.runOutcome(nil)
 		pr.done(t.encode(), nil)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +71,48 @@ func TestBookKeeperProfilesLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A reader re-reads the stream from 0 while generations replace
+			// the ledgers as its source: no error, no gap, no duplicate,
+			// identical bytes.
+			stop := make(chan struct{})
+			readerErr := make(chan error, 1)
+			var acked sync.Map
+			go func() {
+				defer close(readerErr)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					next := int64(0)
+					for {
+						res, err := c.Read(ctxT(t), info.ID, next, stream.ReadOptions{MaxEntries: 37})
+						if err != nil {
+							readerErr <- fmt.Errorf("read at %d: %w", next, err)
+							return
+						}
+						for _, e := range res.Entries {
+							if e.Offset != next {
+								readerErr <- fmt.Errorf("gap or duplicate: entry at %d, expected %d", e.Offset, next)
+								return
+							}
+							if w, ok := acked.Load(e.Offset); ok && !bytes.Equal(w.([]byte), e.Payload) {
+								readerErr <- fmt.Errorf("offset %d: %q, acked %q", e.Offset, e.Payload, w)
+								return
+							}
+							next = e.Offset + int64(e.RecordCount)
+						}
+						if len(res.Entries) == 0 {
+							break
+						}
+					}
+				}
+			}()
 			want := appendBatches(t, c, s, 200)
+			for i, p := range want {
+				acked.Store(int64(i), p)
+			}
 			if prof == stream.BookKeeperWALSyncObject {
 				// Acknowledged only once a generation covers it.
 				in, err := c.Describe(ctx, info.ID)
@@ -91,6 +133,11 @@ func TestBookKeeperProfilesLifecycle(t *testing.T) {
 				}
 			} else if n := objectCount(t, objs, "gen/"); n != 0 {
 				t.Fatalf("BOOKKEEPER_WAL_ONLY wrote %d generation objects", n)
+			}
+			time.Sleep(150 * time.Millisecond) // a few more passes over the swapped source
+			close(stop)
+			if err := <-readerErr; err != nil {
+				t.Fatalf("concurrent reader: %v", err)
 			}
 			got := readAll(t, c, info.ID)
 			if len(got) != len(want) {

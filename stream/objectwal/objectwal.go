@@ -26,6 +26,14 @@
 // runs was committed is then deleted. At start-up, Recover settles every run
 // left in the manifest by earlier incarnations with the core and does the
 // same.
+//
+// Transient faults: when the wal producer halts (uploads or manifest commits
+// kept failing: a full disk, an unreachable store), the provider closes it —
+// every write it still held resolves not committed or unknown, and the core
+// fails those appends, so none of them is ever committed — and claims the
+// log again at a new epoch, with backoff, until the cause clears. Writes
+// fail fast meanwhile and Health reports degraded; a newer incarnation's
+// claim (fencing) is the only permanent failure.
 package objectwal
 
 import (
@@ -120,9 +128,18 @@ type Provider struct {
 	manifest *wal.Store
 	cache    *runCache
 
-	mu          sync.Mutex
-	prod        *wal.Producer
-	fatal       error
+	mu   sync.Mutex
+	prod *wal.Producer
+	// fatal is permanent: a newer incarnation claimed the log.
+	fatal error
+	// down is set while the producer is halted and the log is being
+	// re-claimed (writes fail fast); degradedSince is when that began.
+	down          error
+	degradedSince time.Time
+	recoveries    int64
+	lastTruncWarn time.Time
+	closing       bool // Close began: no recovery starts or installs a producer
+
 	outstanding map[string]int               // segment -> runs written, not yet released
 	committed   map[string][]provider.RunRef // segment -> runs released as committed
 	// runsOf maps a durable run's target to its identity until the core
@@ -153,6 +170,7 @@ type Provider struct {
 }
 
 type pendingWrite struct {
+	prod *wal.Producer
 	d    *wal.Durability
 	ref  provider.RunRef
 	done func(provider.Target, error)
@@ -228,6 +246,9 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	}
 	p.mu.Lock()
 	prod, fatal := p.prod, p.fatal
+	if fatal == nil {
+		fatal = p.down
+	}
 	p.mu.Unlock()
 	if fatal != nil {
 		done(nil, fatal)
@@ -240,7 +261,7 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		return
 	}
 	ref := provider.RunRef{Stream: run.Stream, Epoch: run.Epoch, Token: run.Token, Commit: run.Commit, Start: run.Start, End: run.End(), Committed: true}
-	p.waitQ <- pendingWrite{d: d, ref: ref, done: done}
+	p.waitQ <- pendingWrite{prod: prod, d: d, ref: ref, done: done}
 }
 
 // waiter resolves writes in append order (which is manifest order).
@@ -260,9 +281,13 @@ func (p *Provider) waiter() {
 		}
 		first, err := pw.d.Wait(p.ctx)
 		if err != nil {
-			// Unknown outcome: the core fails the append, so even if the
-			// records landed they can never be committed.
-			pw.done(nil, fmt.Errorf("objectwal: segment commit outcome unknown: %w", err))
+			// Not committed or unknown: the core fails the append, so even
+			// if the records landed they can never be committed.
+			if halt := pw.prod.Err(); halt != nil {
+				// Start re-claiming the log now, not on the next Write.
+				p.onProducerError(pw.prod, fmt.Errorf("%w: %w", wal.ErrHalted, halt))
+			}
+			pw.done(nil, fmt.Errorf("objectwal: segment not committed to the WAL: %w", err))
 			continue
 		}
 		pl, ok := pw.d.Placement()
@@ -284,11 +309,21 @@ func (p *Provider) waiter() {
 	}
 }
 
+// onProducerError reacts to an error of prod: fencing is permanent; a halt
+// (uploads or manifest commits kept failing: a full disk, an unreachable
+// store) starts recovery — the halted producer is closed, which settles
+// everything it still held (each in-flight write resolves not committed or
+// unknown, and the core fails those appends: none of them is ever
+// committed), and the log is re-claimed at a new epoch with backoff until
+// the cause clears. Writes fail fast meanwhile and Health says degraded.
 func (p *Provider) onProducerError(prod *wal.Producer, err error) {
 	if errors.Is(err, wal.ErrFenced) {
 		p.mu.Lock()
 		if p.fatal == nil {
 			p.fatal = fmt.Errorf("objectwal: log %s was claimed by a newer incarnation: %w", p.cfg.Prefix, err)
+			if p.degradedSince.IsZero() {
+				p.degradedSince = time.Now()
+			}
 			p.log.Error("object WAL fenced; this process can no longer write", "prefix", p.cfg.Prefix)
 		}
 		p.mu.Unlock()
@@ -297,36 +332,57 @@ func (p *Provider) onProducerError(prod *wal.Producer, err error) {
 	if !errors.Is(err, wal.ErrHalted) {
 		return
 	}
-	// The producer stopped (e.g. uploads kept failing). Claim the log again
-	// with a fresh producer; appends fail until then.
 	p.mu.Lock()
-	if p.prod != prod || p.fatal != nil {
+	if p.prod != prod || p.fatal != nil || p.down != nil || p.closing {
 		p.mu.Unlock()
 		return
 	}
-	p.fatal = fmt.Errorf("objectwal: producer halted, reopening: %w", err)
+	p.down = fmt.Errorf("objectwal: WAL producer halted, re-claiming the log: %w", err)
+	p.degradedSince = time.Now()
+	p.wg.Add(1)
 	p.mu.Unlock()
-	go func() {
-		for backoff := 100 * time.Millisecond; p.ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
-			np, err := p.newProducer(p.ctx)
-			if err == nil {
-				p.mu.Lock()
-				if prod != nil {
-					delete(p.liveRuns, prod.RunID()) // settled: its leftovers may be rediscovered
-				}
-				p.liveRuns[np.RunID()] = true
-				p.prod, p.fatal = np, nil
+	p.log.Warn("object WAL cannot write; recovering", "prefix", p.cfg.Prefix, "err", err)
+	go p.recoverProducer(prod)
+}
+
+// recoverProducer closes the halted producer and claims the log again until
+// it succeeds, is fenced, or the provider closes.
+func (p *Provider) recoverProducer(halted *wal.Producer) {
+	defer p.wg.Done()
+	cctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	_ = halted.Close(cctx) // returns the halt cause; its writes resolve
+	cancel()
+	for backoff := 100 * time.Millisecond; p.ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+		np, err := p.newProducer(p.ctx)
+		if err == nil {
+			p.mu.Lock()
+			if p.closing {
 				p.mu.Unlock()
-				p.log.Warn("object WAL producer reopened", "prefix", p.cfg.Prefix)
+				_ = np.Close(context.Background())
 				return
 			}
-			if errors.Is(err, wal.ErrFenced) {
-				p.onProducerError(nil, err)
-				return
-			}
-			_ = sleep(p.ctx, backoff)
+			delete(p.liveRuns, halted.RunID()) // settled: its leftovers may be rediscovered
+			p.liveRuns[np.RunID()] = true
+			since := p.degradedSince
+			p.prod, p.down, p.degradedSince = np, nil, time.Time{}
+			p.recoveries++
+			p.mu.Unlock()
+			p.log.Warn("object WAL recovered: log re-claimed", "prefix", p.cfg.Prefix, "epoch", np.Epoch(),
+				"degraded_for", time.Since(since).Round(time.Millisecond))
+			return
 		}
-	}()
+		if errors.Is(err, wal.ErrFenced) {
+			p.mu.Lock()
+			p.down = nil
+			p.mu.Unlock()
+			p.onProducerError(nil, err)
+			return
+		}
+		p.mu.Lock()
+		p.down = fmt.Errorf("objectwal: WAL producer halted, re-claiming the log (last attempt: %v)", err)
+		p.mu.Unlock()
+		_ = sleep(p.ctx, backoff)
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -338,6 +394,23 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+var _ provider.HealthReporter = (*Provider)(nil)
+
+// Health implements provider.HealthReporter: degraded from the moment the
+// WAL producer halted (or was fenced) until the log is re-claimed.
+func (p *Provider) Health() provider.Health {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := provider.Health{Recoveries: p.recoveries}
+	switch {
+	case p.fatal != nil:
+		h.Degraded, h.Reason, h.Since = true, p.fatal.Error(), p.degradedSince
+	case p.down != nil:
+		h.Degraded, h.Reason, h.Since = true, p.down.Error(), p.degradedSince
+	}
+	return h
 }
 
 // Read implements provider.Provider.
@@ -466,7 +539,17 @@ func (p *Provider) truncator() {
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		if err := p.truncate(ctx, limit); err != nil && p.ctx.Err() == nil {
-			p.log.Warn("manifest truncation failed", "prefix", p.cfg.Prefix, "err", err)
+			// At most one warning per 30 s: while the store is down this
+			// fails every TruncateInterval.
+			p.mu.Lock()
+			warn := time.Since(p.lastTruncWarn) >= 30*time.Second
+			if warn {
+				p.lastTruncWarn = time.Now()
+			}
+			p.mu.Unlock()
+			if warn {
+				p.log.Warn("manifest truncation failed (retrying; repeats suppressed for 30s)", "prefix", p.cfg.Prefix, "err", err)
+			}
 		}
 		cancel()
 	}
@@ -536,9 +619,15 @@ func (p *Provider) truncate(ctx context.Context, limit uint64) error {
 // Close implements provider.Provider.
 func (p *Provider) Close(ctx context.Context) error {
 	p.mu.Lock()
+	p.closing = true
 	prod := p.prod
 	p.mu.Unlock()
 	err := prod.Close(ctx)
+	p.mu.Lock()
+	if p.down != nil {
+		err = nil // the halt is what recovery was handling, not a Close failure
+	}
+	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 	// Anything still queued never resolved: the core treats those appends

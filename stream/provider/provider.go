@@ -105,6 +105,26 @@ type Provider interface {
 	Close(ctx context.Context) error
 }
 
+// Health is what a provider knows about its ability to make writes durable.
+type Health struct {
+	// Degraded is set while writes fail for a cause that outlives one
+	// request (a full disk, an unreachable object store or bookie quorum,
+	// the WAL re-claiming its log). Reads of committed runs may still work.
+	Degraded bool
+	// Reason says why, for operators (empty when not degraded).
+	Reason string
+	// Since is when the current degraded period began (zero when healthy).
+	Since time.Time
+	// Recoveries counts the degraded periods that have ended.
+	Recoveries int64
+}
+
+// HealthReporter is implemented by providers that can tell when they are
+// degraded. It must be cheap and never block on I/O.
+type HealthReporter interface {
+	Health() Health
+}
+
 // Scanner is implemented by providers whose stored bytes describe the runs
 // they hold (identity and offsets), so the core can rebuild its offset index
 // from them if index entries are lost. ScanRuns calls fn for every run it

@@ -17,10 +17,14 @@
 //	}
 //
 // Embedded etcd needs no install, so tests using it never skip.
+//
+// A test that needs to stop and restart etcd (an outage) uses its own
+// server: s := etcdtest.StartServer(t); s.Stop(); s.Restart(t).
 package etcdtest
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -108,5 +112,100 @@ func Stop() {
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 		dir = ""
+	}
+}
+
+// Server is a private embedded etcd a test can stop and restart on the same
+// ports and data directory, to simulate a metadata-store outage. Unlike
+// the shared server of Endpoint it belongs to one test.
+type Server struct {
+	// Endpoint is the client address (host:port); it survives restarts.
+	Endpoint string
+	dir      string
+	client   string
+	peer     string
+	mu       sync.Mutex
+	e        *embed.Etcd
+}
+
+// StartServer starts a private server; a cleanup stops it and removes its
+// directory. A failed start fails tb.
+func StartServer(tb testing.TB) *Server {
+	tb.Helper()
+	dir := tb.TempDir()
+	client, err := freeAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	peer, err := freeAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{Endpoint: client, dir: dir, client: client, peer: peer}
+	if err := s.launch(); err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (s *Server) launch() error {
+	cfg := embed.NewConfig()
+	cfg.Dir = s.dir
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	c := url.URL{Scheme: "http", Host: s.client}
+	p := url.URL{Scheme: "http", Host: s.peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{p}, []url.URL{p}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	var e *embed.Etcd
+	var err error
+	for attempt := range 20 { // a just-closed port can take a moment to free
+		if e, err = embed.StartEtcd(cfg); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("start embedded etcd on %s: %w", s.client, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(readyTimeout):
+		e.Close()
+		return fmt.Errorf("embedded etcd not ready within %v", readyTimeout)
+	}
+	s.mu.Lock()
+	s.e = e
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop closes the server and keeps its data (idempotent).
+func (s *Server) Stop() {
+	s.mu.Lock()
+	e := s.e
+	s.e = nil
+	s.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Restart starts a stopped server again on the same ports and data.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	if err := s.launch(); err != nil {
+		tb.Fatalf("etcdtest: restart: %v", err)
 	}
 }

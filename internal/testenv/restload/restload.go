@@ -32,6 +32,8 @@ type Load struct {
 	c      *adminapi.Client
 	stream string
 	Acks   *acklog.Log  // every acknowledged entry
+	// Pad, if set, is added to every payload (to fill a disk faster).
+	Pad string
 	maxEnd atomic.Int64 // highest acknowledged end offset
 
 	mu    sync.Mutex
@@ -67,7 +69,7 @@ func (l *Load) Run(ctx context.Context, cycle, writers int) *sync.WaitGroup {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("c%d-w%d", cycle, w)
+			key := fmt.Sprintf("c%d-w%d", cycle, w) + l.Pad
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
 			for seq := 0; ctx.Err() == nil; seq++ {
 				n := 1 + rng.IntN(5)

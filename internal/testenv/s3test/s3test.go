@@ -67,10 +67,12 @@ type Server struct {
 	// Root is the posix backend's directory (buckets are subdirectories).
 	Root string
 
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	buckets atomic.Uint64
-	admin   *s3.Client
+	bin, addr string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	buckets   atomic.Uint64
+	admin     *s3.Client
 }
 
 var (
@@ -192,41 +194,90 @@ func start(bin string) (*Server, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	// Global flags go before the backend subcommand; the root is positional.
-	cmd := exec.Command(bin, "--quiet", "--port", addr, "posix", root)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+accessKey, "ROOT_SECRET_KEY="+secretKey)
-	var stderr strings.Builder
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = testenv.ChildProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(root)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	s := &Server{Endpoint: "http://" + addr, Root: root, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
+	s := &Server{Endpoint: "http://" + addr, Root: root, bin: bin, addr: addr}
 	s.admin = s3.New(s3.Options{
 		Region:       region,
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials:  aws.NewCredentialsCache(staticCreds{}),
 	})
+	if err := s.launch(); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the process on s.addr and s.Root and waits until it
+// answers S3 calls.
+func (s *Server) launch() error {
+	// Global flags go before the backend subcommand; the root is positional.
+	cmd := exec.Command(s.bin, "--quiet", "--port", s.addr, "posix", s.Root)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+accessKey, "ROOT_SECRET_KEY="+secretKey)
+	var stderr strings.Builder
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = testenv.ChildProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	exited := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if err := s.waitReady(ctx); err != nil {
-		_ = s.Stop()
-		return nil, fmt.Errorf("versitygw on %s did not become ready: %w; output: %s", addr, err, stderr.String())
+		s.kill()
+		return fmt.Errorf("versitygw on %s did not become ready: %w; output: %s", s.addr, err, stderr.String())
 	}
-	return s, nil
+	return nil
+}
+
+// Kill stops the process with SIGKILL and keeps its root (its buckets and
+// objects), to simulate an object-store outage; Restart brings it back.
+// Only for a server from Start, never the shared one of Require.
+func (s *Server) Kill() { s.kill() }
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	select {
+	case <-exited:
+	default:
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Restart starts a killed server again on the same address and root. The
+// port was free a moment ago, so a retry covers a brief reuse delay.
+func (s *Server) Restart() error {
+	var err error
+	for attempt := range 10 {
+		if err = s.launch(); err == nil {
+			return nil
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	return err
 }
 
 type staticCreds struct{}
 
 func (staticCreds) Retrieve(context.Context) (aws.Credentials, error) {
 	return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey, Source: "s3test"}, nil
+}
+
+func (s *Server) exitedCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exited
 }
 
 // waitReady polls ListBuckets until it succeeds, the process exits, or ctx
@@ -242,7 +293,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-s.exited:
+		case <-s.exitedCh():
 			return errors.New("process exited")
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
@@ -263,15 +314,18 @@ func freePort() (int, error) {
 // Stop terminates the server (SIGTERM, then SIGKILL after 10s) by its pid
 // and removes its root directory.
 func (s *Server) Stop() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
 	select {
-	case <-s.exited:
+	case <-exited:
 	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-s.exited:
+		case <-exited:
 		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
+			_ = cmd.Process.Kill()
+			<-exited
 		}
 	}
 	return os.RemoveAll(s.Root)

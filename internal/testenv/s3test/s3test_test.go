@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/nereusstream/nereus-go/objectstore"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -64,5 +66,40 @@ func TestSharedServerIsReused(t *testing.T) {
 	st := a.NewStore(t)
 	if st.Client() == nil {
 		t.Fatal("no client")
+	}
+}
+
+// Kill and Restart keep the address and the data: an object written before
+// the outage reads back after it.
+func TestKillRestartKeepsData(t *testing.T) {
+	Require(t)
+	bin, err := FindBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Start(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	st := srv.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Put(ctx, "k", []byte("v"), objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	kctx, kcancel := context.WithTimeout(ctx, 5*time.Second)
+	_, _, err = st.Get(kctx, "k")
+	kcancel()
+	if err == nil {
+		t.Fatal("a killed server answered")
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := st.Get(ctx, "k")
+	if err != nil || string(got) != "v" {
+		t.Fatalf("after restart: %q %v", got, err)
 	}
 }
