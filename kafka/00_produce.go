@@ -141,6 +141,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		}
 	}
 
+	user := r.principalName()
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -153,7 +154,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			for i := range targets {
 				n += targets[i].bytes
 			}
-			resp.ThrottleMillis = r.throttleProduce(n)
+			resp.ThrottleMillis = r.throttleProduce(user, n)
 		}()
 		for i := range targets {
 			t := &targets[i]

@@ -137,10 +137,11 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) || redirected {
-		throttleFetch(r, reply, total)
+		throttleFetch(r, r.principalName(), reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
 	}
+	user := r.principalName()
 	return nil, func() kmsg.Response {
 		deadline := time.NewTimer(maxWait)
 		defer deadline.Stop()
@@ -150,7 +151,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			}
 			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
-		total = throttleFetch(r, reply, total)
+		total = throttleFetch(r, user, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
 	}, nil
@@ -160,11 +161,11 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 // take its client over the quota is answered without records (its bytes
 // not counted) with throttle_time_ms, and the connection pauses. It
 // returns the record bytes left in the reply.
-func throttleFetch(r *request, reply *fetchReply, total int) int {
+func throttleFetch(r *request, user string, reply *fetchReply, total int) int {
 	if total == 0 {
 		return 0
 	}
-	user, client := r.principalName(), r.hdr.clientID
+	client := r.hdr.clientID
 	d := r.s.quotas.record(r.ctx, kstore.QuotaConsumerByteRate, user, client, total)
 	if d <= 0 {
 		return total

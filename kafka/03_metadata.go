@@ -85,7 +85,7 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		case rt.Topic != nil:
 			t, err = s.store.Topic(r.ctx, *rt.Topic)
 			if errors.Is(err, kstore.ErrUnknownTopic) && autoCreate {
-				if verr := kstore.ValidateTopicName(*rt.Topic); verr != nil {
+				if verr := s.store.CheckNewTopicName(*rt.Topic); verr != nil {
 					err = verr
 				} else {
 					t, err = s.store.CreateTopic(r.ctx, *rt.Topic, s.cfg.DefaultPartitions, nil, false)

@@ -24,7 +24,11 @@ package kafka
 //   - v2: retention_time_ms (kafka-go). v3: throttle. v4: same.
 //   - v5: retention removed. v6: committed_leader_epoch.
 //   - v7: group_instance_id (unused). v8: flexible.
-//   - v9+ (KIP-848 member epochs) is not advertised.
+//   - v9: for a KIP-848 consumer group (package kconsumer) generation_id
+//     is the member epoch: an unknown member UNKNOWN_MEMBER_ID, an older
+//     epoch STALE_MEMBER_EPOCH, a newer one FENCED_MEMBER_EPOCH. Classic
+//     groups keep the generation rules at every version.
+//   - v10 (topic ids) is not advertised.
 
 import (
 	"time"
@@ -36,7 +40,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 )
 
-func init() { regKey(8, 0, 8, handleOffsetCommit) }
+func init() { regKey(8, 0, 9, handleOffsetCommit) }
 
 const maxOffsetMetadata = 4096
 
@@ -50,6 +54,8 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 	var code int16
 	if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
+	} else if c, ok := r.s.consumers.CheckCommit(req.Group, member, gen); ok {
+		code = c // a KIP-848 group: generation is the member epoch
 	} else {
 		err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 			switch {

@@ -46,9 +46,12 @@ func clientHost(c *conn) string {
 
 func handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.JoinGroupRequest)
-	if req.Group == "" {
+	if req.Group == "" || r.s.consumers.Exists(req.Group) {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode = kerr.InvalidGroupID.Code
+		if req.Group != "" {
+			resp.ErrorCode = kerr.InconsistentGroupProtocol.Code // a KIP-848 group uses the id
+		}
 		resp.Generation = -1
 		return resp, nil, nil
 	}

@@ -27,6 +27,18 @@ type SecurityConfig struct {
 	// Tokens validates OAUTHBEARER tokens (JWT; the role claim is the
 	// user). Nil disables OAUTHBEARER.
 	Tokens *authtoken.Validator
+	// Authorizer turns on ACL authorization (Kafka's authorizer.class.name
+	// = StandardAuthorizer): every request is checked against the ACLs in
+	// metadata (DescribeAcls / CreateAcls / DeleteAcls manage them).
+	// Without it everything is allowed and the ACL APIs answer
+	// SECURITY_DISABLED.
+	Authorizer bool
+	// SuperUsers are principals allowed everything (super.users, e.g.
+	// "User:admin").
+	SuperUsers []string
+	// AllowEveryoneIfNoACL allows an operation on a resource no ACL
+	// mentions (allow.everyone.if.no.acl.found; default false: deny).
+	AllowEveryoneIfNoACL bool
 	// MaxReauth is Kafka's connections.max.reauth.ms: a SASL session
 	// lives this long (or until its token expires, whichever is first)
 	// and must re-authenticate (KIP-368) before sending more requests, or

@@ -42,6 +42,7 @@ type conn struct {
 	// advertised address are what Metadata and FindCoordinator answer.
 	ln     *listener.Bound
 	remote string
+	host   string // the client's IP, for ACL host matching
 	auth   connAuth
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,7 +66,7 @@ type slot struct {
 
 func newConn(s *Server, nc net.Conn, ln *listener.Bound) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, ln: ln, remote: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
+	return &conn{s: s, nc: nc, ln: ln, remote: nc.RemoteAddr().String(), host: hostOf(nc), ctx: ctx, cancel: cancel,
 		queue: make(chan *slot, s.cfg.MaxInFlightPerConn)}
 }
 
@@ -304,9 +305,48 @@ func (c *conn) handleFrame(frame []byte) error {
 	}
 	r := &request{s: c.s, c: c, ctx: c.ctx, hdr: h, kreq: req}
 	a := lookupAPI(h.key)
-	resp, wait, err := a.handle(r)
-	if err != nil {
-		return err
+	var resp kmsg.Response
+	var wait func() kmsg.Response
+	dec := c.authorize(r)
+	switch {
+	case dec != nil && dec.refuse:
+		return &authClose{why: fmt.Sprintf("%s is not authorized for api key %d", c.auth.principal, h.key)}
+	case dec != nil && dec.deny != nil:
+		resp = dec.deny
+	case dec != nil && dec.empty:
+		resp = req.ResponseKind()
+		resp.SetVersion(h.version)
+		if dec.patch != nil {
+			dec.patch(resp)
+		}
+	default:
+		if resp, wait, err = a.handle(r); err != nil {
+			return err
+		}
+		if dec != nil && dec.patch != nil {
+			switch {
+			case resp != nil:
+				dec.patch(resp)
+			case wait != nil:
+				inner, patch := wait, dec.patch
+				wait = func() kmsg.Response {
+					out := inner()
+					if out != nil {
+						patch(out)
+					}
+					return out
+				}
+			}
+		}
+	}
+	if dec != nil && dec.closeConn && resp == nil && wait == nil {
+		return &authClose{why: fmt.Sprintf("acks=0 produce by %s to a topic it may not write to", c.auth.principal)}
+	}
+	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
+		resp, wait = nil, nil // acks=0 has no answer, even a refusal
+		if dec != nil && dec.closeConn {
+			return &authClose{why: fmt.Sprintf("acks=0 produce by %s to a topic it may not write to", c.auth.principal)}
+		}
 	}
 	switch {
 	case resp != nil:

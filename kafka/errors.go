@@ -79,6 +79,12 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, kstore.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
+	case errors.Is(err, kstore.ErrUnknownPayloadFormat):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, kstore.ErrRecordTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, kstore.ErrNotOnProjected):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, kstore.ErrConflict):
 		return kerr.RequestTimedOut.Code
 	default:

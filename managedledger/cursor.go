@@ -110,6 +110,18 @@ func (l *Ledger) NonDurableCursor(name string, start int64) *Cursor {
 	return &Cursor{l: l, name: name, ackedBelow: start, batchAcks: map[int64][]uint64{}, createdAt: time.Now().UTC()}
 }
 
+// CursorPosition reads a durable cursor's AckedBelow (the first offset not
+// known to be acknowledged) from metadata without opening it; ok is false
+// when the cursor does not exist.
+func (l *Ledger) CursorPosition(ctx context.Context, name string) (ackedBelow int64, ok bool, err error) {
+	var rec cursorRecord
+	_, ok, err = getRecord(ctx, l.f.meta, l.cursorKey(name), &rec)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	return rec.AckedBelow, true, nil
+}
+
 // CursorExists reports whether a durable cursor exists.
 func (l *Ledger) CursorExists(ctx context.Context, name string) (bool, error) {
 	_, err := l.f.meta.Get(ctx, l.cursorKey(name))
@@ -181,38 +193,80 @@ func (c *Cursor) AckedBelow() int64 {
 	return c.ackedBelow
 }
 
-// IsAcked reports whether the whole entry at off is acknowledged.
-func (c *Cursor) IsAcked(off int64) bool {
+// An entry is named by its first offset off and its span n (Entry.Count:
+// its number of messages on a message-counted topic, 1 otherwise). On a
+// message-counted topic every message has its own offset, so batch-index
+// acknowledgements are plain offset ranges; on an entry-counted topic they
+// are kept as ack sets per entry (batchAcks).
+
+// IsAcked reports whether the whole entry [off, off+n) is acknowledged.
+func (c *Cursor) IsAcked(off, n int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return off < c.ackedBelow || c.deleted.contains(off)
+	return c.isAckedLocked(off, n)
 }
 
-// BatchAckSet returns a copy of the still-unacknowledged batch indexes of
-// the entry at off (set bit = unacknowledged), or nil if the entry has no
-// partial acknowledgement.
-func (c *Cursor) BatchAckSet(off int64) []uint64 {
+func (c *Cursor) isAckedLocked(off, n int64) bool {
+	n = max(n, 1)
+	return off+n <= c.ackedBelow || c.deleted.containsRange(max(off, c.ackedBelow), off+n)
+}
+
+// BatchAckSet returns the still-unacknowledged batch indexes of the entry
+// [off, off+n) (set bit = unacknowledged, Pulsar's ack_set), or nil if none
+// of its messages is acknowledged yet.
+func (c *Cursor) BatchAckSet(off, n int64) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.batchAcks[off]; ok {
-		return append([]uint64(nil), s...)
+	if !c.l.CountsMessages() {
+		if s, ok := c.batchAcks[off]; ok {
+			return append([]uint64(nil), s...)
+		}
+		return nil
 	}
-	return nil
+	if n <= 1 || c.isAckedLocked(off, n) {
+		return nil
+	}
+	set := make([]uint64, (n+63)/64)
+	any := false
+	for i := int64(0); i < n; i++ {
+		if off+i < c.ackedBelow || c.deleted.contains(off+i) {
+			any = true
+			continue
+		}
+		set[i/64] |= 1 << (i % 64)
+	}
+	if !any {
+		return nil
+	}
+	return set
 }
 
-// AckEntry acknowledges the whole entry at off.
-func (c *Cursor) AckEntry(off int64) {
+// AckEntry acknowledges the whole entry [off, off+n).
+func (c *Cursor) AckEntry(off, n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ackEntryLocked(off)
+	c.ackRangeLocked(off, off+max(n, 1))
 }
 
-func (c *Cursor) ackEntryLocked(off int64) {
-	if off < c.ackedBelow || c.deleted.contains(off) {
+// AckRange acknowledges the offsets [from, to) (a Kafka-side commit or a
+// whole-entry acknowledgement).
+func (c *Cursor) AckRange(from, to int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ackRangeLocked(from, to)
+}
+
+func (c *Cursor) ackRangeLocked(from, to int64) {
+	from = max(from, c.ackedBelow)
+	if from >= to || c.deleted.containsRange(from, to) {
 		return
 	}
-	delete(c.batchAcks, off)
-	c.deleted.add(off, off+1)
+	for off := range c.batchAcks {
+		if off >= from && off < to {
+			delete(c.batchAcks, off)
+		}
+	}
+	c.deleted.add(from, to)
 	c.normalizeLocked()
 	c.gen++
 }
@@ -231,13 +285,22 @@ func (c *Cursor) normalizeLocked() {
 	}
 }
 
-// AckBatch acknowledges the batch indexes of the entry at off that are
-// clear in unacked (set bit = still unacknowledged). When no index is left
-// unacknowledged the entry is acknowledged.
-func (c *Cursor) AckBatch(off int64, unacked []uint64) {
+// AckBatch acknowledges the batch indexes of the entry [off, off+n) that
+// are clear in unacked (set bit = still unacknowledged). When no index is
+// left unacknowledged the entry is acknowledged.
+func (c *Cursor) AckBatch(off, n int64, unacked []uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if off < c.ackedBelow || c.deleted.contains(off) {
+	if c.isAckedLocked(off, n) {
+		return
+	}
+	if c.l.CountsMessages() {
+		for i := int64(0); i < n; i++ {
+			if w := i / 64; int(w) < len(unacked) && unacked[w]&(1<<(i%64)) != 0 {
+				continue
+			}
+			c.ackRangeLocked(off+i, off+i+1)
+		}
 		return
 	}
 	cur, ok := c.batchAcks[off]
@@ -247,35 +310,42 @@ func (c *Cursor) AckBatch(off int64, unacked []uint64) {
 		cur = andSets(cur, unacked)
 	}
 	if isEmptySet(cur) {
-		c.ackEntryLocked(off)
+		c.ackRangeLocked(off, off+1)
 		return
 	}
 	c.batchAcks[off] = cur
 	c.gen++
 }
 
-// AckCumulative acknowledges every entry <= off.
-func (c *Cursor) AckCumulative(off int64) {
+// AckCumulative acknowledges every offset below off+n: the entry
+// [off, off+n) and everything before it.
+func (c *Cursor) AckCumulative(off, n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if off+1 <= c.ackedBelow {
+	c.ackBelowLocked(off + max(n, 1))
+}
+
+func (c *Cursor) ackBelowLocked(x int64) {
+	if x <= c.ackedBelow {
 		return
 	}
-	c.ackedBelow = off + 1
+	c.ackedBelow = x
 	c.deleted.trimBelow(c.ackedBelow)
 	c.normalizeLocked()
 	c.gen++
 }
 
-// AckCumulativeBatch acknowledges every entry < off and the batch indexes
-// of off clear in unacked.
-func (c *Cursor) AckCumulativeBatch(off int64, unacked []uint64) {
+// AckCumulativeBatch acknowledges every offset below off and the batch
+// indexes of the entry [off, off+n) clear in unacked.
+func (c *Cursor) AckCumulativeBatch(off, n int64, unacked []uint64) {
 	if isEmptySet(unacked) {
-		c.AckCumulative(off)
+		c.AckCumulative(off, n)
 		return
 	}
-	c.AckCumulative(off - 1)
-	c.AckBatch(off, unacked)
+	c.mu.Lock()
+	c.ackBelowLocked(off)
+	c.mu.Unlock()
+	c.AckBatch(off, n, unacked)
 }
 
 // Reset repositions the cursor so that off is the next entry delivered and

@@ -16,8 +16,19 @@
 // "pulsar/persistent/tenant/namespace/local". A partitioned topic with N
 // partitions is a catalog record plus N independent topics
 // ".../local-partition-<i>", each its own stream. One complete Pulsar entry
-// (a single message, or a whole batch) is one stream entry with
-// RecordCount = 1, so stream offsets count entries.
+// (a single message, or a whole batch) is one stream entry.
+//
+// # Offset models
+//
+// Topics created by this version count one offset per message: an entry of
+// n messages has RecordCount n and covers offsets [o, o+n) (the topic
+// record's "offsets": "message", the stream attribute
+// "pulsar.entry-format": "pulsar-entry-v2"). Kafka offsets of the same
+// stream (package kop) are these offsets. Topics created before count one
+// offset per entry (RecordCount 1) and keep doing so: a stream's model is
+// fixed at creation, as its payload format is. Entry.Count says how many
+// offsets an entry covers in either model, and every cursor operation on an
+// entry takes its offset and count.
 //
 // # Positions
 //
@@ -46,4 +57,15 @@
 // not applied (returned). Flush returns only after the state current at the
 // call has been applied, which is what an ACK_RESPONSE waits for.
 // Non-durable cursors (readers) have the same state in memory only.
+//
+// On a message-counted topic a batch-index acknowledgement is simply the
+// acknowledgement of that message's offset, so a cursor is offset ranges
+// only; on an entry-counted topic partial batches keep Pulsar's ack sets.
+//
+// # Append sessions
+//
+// A factory holds at most one append session per stream, shared by every
+// Ledger of that stream it opened (the Pulsar broker's topic and the KoP
+// projection): the first AcquireWriter takes it, the last Close releases
+// it, and a fenced session dropped by one holder is dropped for all.
 package managedledger

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
@@ -56,6 +57,10 @@ type Config struct {
 	Profile stream.Profile
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// EntryCountedTopics creates new topics in the old offset model (one
+	// offset per entry; see CountsMessages). Only for tests of topics made
+	// before the message-counted model existed.
+	EntryCountedTopics bool
 }
 
 // Factory opens and creates ledgers, and owns the Pulsar catalog (tenants,
@@ -64,6 +69,9 @@ type Factory struct {
 	storage stream.Storage
 	meta    metadata.Store
 	cfg     Config
+
+	wmu     sync.Mutex
+	writers map[stream.ID]*sharedWriter
 }
 
 // NewFactory returns a Factory over the given storage and metadata.
@@ -71,7 +79,7 @@ func NewFactory(storage stream.Storage, meta metadata.Store, cfg Config) *Factor
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Factory{storage: storage, meta: meta, cfg: cfg}
+	return &Factory{storage: storage, meta: meta, cfg: cfg, writers: map[stream.ID]*sharedWriter{}}
 }
 
 // AllocateIncarnation returns a new, strictly increasing broker incarnation
@@ -87,7 +95,28 @@ type topicRecord struct {
 	StreamName string    `json:"stream"`
 	StreamID   uint64    `json:"streamId"`
 	CreatedAt  time.Time `json:"createdAt"`
+	// Offsets is the topic's offset model: OffsetsPerMessage, or empty for
+	// topics created before it existed (one offset per entry).
+	Offsets string `json:"offsets,omitempty"`
 }
+
+// OffsetsPerMessage is the offset model of topics created by this version:
+// a stream entry holds one Pulsar entry and covers one offset per message.
+const OffsetsPerMessage = "message"
+
+// Stream attributes of a topic's stream. AttrEntryFormat names the payload
+// format of every entry, so that a projection (KoP) can refuse a stream
+// whose format it does not know instead of guessing.
+const (
+	AttrProtocol    = "protocol"
+	AttrTopic       = "topic"
+	AttrEntryFormat = "pulsar.entry-format"
+	// EntryFormatV2: each stream entry is one Pulsar entry — an optional
+	// 0x0e02 broker-entry-metadata prefix, then the message from its
+	// 0x0e01 magic on (checksum, MessageMetadata, single payload or batch)
+	// — and RecordCount is its number of messages.
+	EntryFormatV2 = "pulsar-entry-v2"
+)
 
 // Open returns the ledger of topic, creating topic and stream when create
 // is set. Without create a missing topic is ErrTopicNotFound.
@@ -153,12 +182,20 @@ func (f *Factory) open(ctx context.Context, topic TopicName, create bool, profil
 		}
 		// The stream first: a crash before the record leaves a stream the
 		// next create adopts (Create returns the existing stream).
-		info, err := f.storage.Create(ctx, topic.streamName(), stream.CreateOptions{Profile: prof,
-			Attributes: map[string]string{"protocol": "pulsar", "topic": topic.String()}})
+		attrs := map[string]string{AttrProtocol: "pulsar", AttrTopic: topic.String()}
+		if !f.cfg.EntryCountedTopics {
+			attrs[AttrEntryFormat] = EntryFormatV2
+		}
+		info, err := f.storage.Create(ctx, topic.streamName(), stream.CreateOptions{Profile: prof, Attributes: attrs})
 		if err != nil && !errors.Is(err, stream.ErrStreamExists) {
 			return nil, fmt.Errorf("topic %s: create stream: %w", topic, err)
 		}
 		rec = topicRecord{LedgerID: ledgerID, StreamName: info.Name, StreamID: uint64(info.ID), CreatedAt: time.Now().UTC()}
+		if info.Attributes[AttrEntryFormat] == EntryFormatV2 {
+			// Adopted or created: the stream's own label decides, so a
+			// stream left by a crashed create keeps its model.
+			rec.Offsets = OffsetsPerMessage
+		}
 		val, err := encodeRecord(rec)
 		if err != nil {
 			return nil, err

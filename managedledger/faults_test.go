@@ -65,8 +65,8 @@ func TestCursorFlushUnknownOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.AckEntry(0)
-	c.AckEntry(2)
+	c.AckEntry(0, 1)
+	c.AckEntry(2, 1)
 	fs.plan = []string{"lost-ack"} // applied, answer lost: Flush must re-read and settle
 	if err := c.Flush(ctx); err != nil {
 		t.Fatalf("flush after a lost answer: %v", err)
@@ -74,7 +74,7 @@ func TestCursorFlushUnknownOutcomes(t *testing.T) {
 	if fs.applied != 1 {
 		t.Fatalf("fault not injected")
 	}
-	c.AckEntry(1)
+	c.AckEntry(1, 1)
 	fs.plan = []string{"down", "down"} // not applied twice, then ok
 	if err := c.Flush(ctx); err != nil {
 		t.Fatalf("flush after outages: %v", err)
@@ -87,7 +87,7 @@ func TestCursorFlushUnknownOutcomes(t *testing.T) {
 		t.Fatalf("persisted state %+v, want everything below 3 acknowledged", reload.Snapshot())
 	}
 	// A flush that cannot settle before its context ends reports it.
-	c.AckEntry(5)
+	c.AckEntry(5, 1)
 	fs.plan = []string{"down"}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

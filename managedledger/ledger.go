@@ -24,10 +24,17 @@ var (
 
 // Entry is one stored Pulsar entry.
 type Entry struct {
-	Offset    int64
+	// Offset is the entry's first offset (its entry id).
+	Offset int64
+	// Count is how many offsets the entry covers: its number of messages
+	// on a message-counted topic, 1 on an entry-counted one.
+	Count     int64
 	Timestamp int64
 	Payload   []byte
 }
+
+// End is the offset right after the entry.
+func (e Entry) End() int64 { return e.Offset + e.Count }
 
 // Ledger is one topic (or partition) opened over its stream. Appends need
 // an append session (AcquireWriter); reads and cursors do not.
@@ -37,15 +44,30 @@ type Ledger struct {
 	rec  topicRecord
 	id   stream.ID
 
-	mu      sync.Mutex
-	session *stream.Session
+	mu   sync.Mutex
+	w    *sharedWriter // the factory's writer of this stream, once acquired
+	wgen uint64        // the acquisition of w this ledger holds a reference to
 }
 
 // Name is the topic's name.
 func (l *Ledger) Name() TopicName { return l.name }
 
+// StreamName is the name of the topic's stream (its ownership key in a
+// cluster of brokers).
+func (l *Ledger) StreamName() string { return l.rec.StreamName }
+
 // LedgerID is the topic incarnation's virtual ledger ID.
 func (l *Ledger) LedgerID() int64 { return l.rec.LedgerID }
+
+// StreamID is the topic's stream (for projections that share the core's
+// notifications; never a Pulsar coordinate).
+func (l *Ledger) StreamID() stream.ID { return l.id }
+
+// CountsMessages reports whether the topic's offsets count messages (every
+// message of a batch has its own offset; an entry's id is the offset of
+// its first message). Topics created before this offset model count
+// entries: one offset per entry, whatever its batch size.
+func (l *Ledger) CountsMessages() bool { return l.rec.Offsets == OffsetsPerMessage }
 
 // PositionOf maps an offset to its Pulsar position.
 func (l *Ledger) PositionOf(offset int64) Position {
@@ -68,53 +90,75 @@ func (l *Ledger) OffsetOf(p Position) int64 {
 
 // AcquireWriter makes this broker the stream's writer. A broker with a
 // higher authority epoch takes over from a stale owner and fences it; the
-// stale owner's appends then fail with stream.ErrFenced.
+// stale owner's appends then fail with stream.ErrFenced. Every ledger of
+// one stream opened through the same factory shares one append session
+// (see sharedWriter); each holds one reference until Close or DropWriter.
 func (l *Ledger) AcquireWriter(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.session != nil {
-		return nil
+	if l.w != nil {
+		if _, ok := l.w.session(l.wgen); ok {
+			return nil
+		}
+		l.w = nil // dropped underneath us (fenced): take a new one
 	}
-	var s stream.Session
-	var err error
-	if w := l.f.cfg.Writers; w != nil {
-		s, err = w.Writer(ctx, l.id, l.rec.StreamName)
-	} else {
-		s, err = l.f.storage.AcquireSession(ctx, l.id, stream.SessionOptions{WriterID: l.f.cfg.WriterID,
-			TTL: l.f.cfg.SessionTTL, AuthorityEpoch: l.f.cfg.AuthorityEpoch, StealExpired: true})
-	}
+	w := l.f.writerOf(l.id)
+	gen, err := w.acquire(ctx, l.f, l.id, l.rec.StreamName)
 	if err != nil {
 		return fmt.Errorf("topic %s: acquire append session: %w", l.name, err)
 	}
-	l.session = &s
+	l.w, l.wgen = w, gen
 	return nil
 }
 
-// DropWriter forgets the append session after it was fenced, so a later
-// AcquireWriter tries again.
+// WriterEpoch is the epoch of the append session this ledger holds (the
+// Kafka projection reports it as the partition leader epoch); ok is false
+// without one.
+func (l *Ledger) WriterEpoch() (epoch uint64, ok bool) {
+	l.mu.Lock()
+	w, gen := l.w, l.wgen
+	l.mu.Unlock()
+	if w == nil {
+		return 0, false
+	}
+	s, ok := w.session(gen)
+	return s.Epoch, ok
+}
+
+// DropWriter forgets the append session after it was fenced (for every
+// ledger sharing it), so a later AcquireWriter tries again.
 func (l *Ledger) DropWriter() {
 	l.mu.Lock()
-	s := l.session
-	l.session = nil
+	w, gen := l.w, l.wgen
+	l.w = nil
 	l.mu.Unlock()
-	if w := l.f.cfg.Writers; w != nil && s != nil {
-		w.Lost(*s)
+	if w != nil {
+		w.drop(l.f, gen)
 	}
 }
 
-// AppendAsync appends one entry (RecordCount 1) with optional producer
-// sequence for deduplication. Appends on one ledger commit in call order.
+// AppendAsync appends one entry with optional producer sequence for
+// deduplication. On a message-counted topic e.RecordCount must be the
+// entry's number of messages; an entry-counted topic always stores 1.
+// Appends on one stream commit in call order.
 func (l *Ledger) AppendAsync(e stream.Entry, seq *stream.ProducerSequence) *stream.AppendFuture {
 	l.mu.Lock()
-	s := l.session
+	w, gen := l.w, l.wgen
 	l.mu.Unlock()
-	if s == nil {
+	var s stream.Session
+	ok := false
+	if w != nil {
+		s, ok = w.session(gen)
+	}
+	if !ok {
 		f := stream.NewAppendFuture()
 		f.Resolve(stream.AppendResult{}, ErrNoWriter)
 		return f
 	}
-	e.RecordCount = 1
-	return l.f.storage.AppendAsync(*s, stream.AppendRequest{Entries: []stream.Entry{e}, ExpectedStart: -1, Sequence: seq})
+	if !l.CountsMessages() || e.RecordCount == 0 {
+		e.RecordCount = 1
+	}
+	return l.f.storage.AppendAsync(s, stream.AppendRequest{Entries: []stream.Entry{e}, ExpectedStart: -1, Sequence: seq})
 }
 
 // Bounds returns [start, end): the first readable and the next offset.
@@ -131,26 +175,50 @@ func (l *Ledger) Info(ctx context.Context) (stream.Info, error) {
 	return l.f.storage.Describe(ctx, l.id)
 }
 
-// Read returns up to maxEntries entries starting at from (clamped to the
-// stream's start). It does not wait.
+func toEntry(e stream.ReadEntry) Entry {
+	return Entry{Offset: e.Offset, Count: int64(max(e.RecordCount, 1)), Timestamp: e.Timestamp, Payload: e.Payload}
+}
+
+// Read returns up to maxEntries entries starting with the one containing
+// from (clamped to the stream's start). It does not wait.
 func (l *Ledger) Read(ctx context.Context, from int64, maxEntries, maxBytes int) ([]Entry, int64, error) {
-	res, err := l.f.storage.Read(ctx, l.id, from, stream.ReadOptions{MaxEntries: maxEntries, MaxBytes: maxBytes})
-	if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
-		res, err = l.f.storage.Read(ctx, l.id, res.StartOffset, stream.ReadOptions{MaxEntries: maxEntries, MaxBytes: maxBytes})
-	}
+	res, err := l.ReadRaw(ctx, from, stream.ReadOptions{MaxEntries: maxEntries, MaxBytes: maxBytes})
 	if err != nil {
 		return nil, from, err
 	}
 	out := make([]Entry, len(res.Entries))
 	for i, e := range res.Entries {
-		out[i] = Entry{Offset: e.Offset, Timestamp: e.Timestamp, Payload: e.Payload}
+		out[i] = toEntry(e)
 	}
 	return out, res.Next, nil
 }
 
-// ReadOne reads the entry at offset; ok is false if it is not readable
-// (trimmed or not yet written).
+// ReadRaw is Read returning the core's result (with the stream's bounds),
+// for projections; opts.Wait long-polls.
+func (l *Ledger) ReadRaw(ctx context.Context, from int64, opts stream.ReadOptions) (stream.ReadResult, error) {
+	res, err := l.f.storage.Read(ctx, l.id, from, opts)
+	if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
+		res, err = l.f.storage.Read(ctx, l.id, res.StartOffset, opts)
+	}
+	return res, err
+}
+
+// ReadOne reads the entry that starts at offset; ok is false if none does
+// (trimmed, not yet written, or offset lies inside an entry).
 func (l *Ledger) ReadOne(ctx context.Context, offset int64) (Entry, bool, error) {
+	e, ok, err := l.EntryContaining(ctx, offset)
+	if err != nil || !ok || e.Offset != offset {
+		return Entry{}, false, err
+	}
+	return e, true, nil
+}
+
+// EntryContaining reads the entry whose offsets include offset; ok is false
+// if it is not readable (trimmed or not yet written).
+func (l *Ledger) EntryContaining(ctx context.Context, offset int64) (Entry, bool, error) {
+	if offset < 0 {
+		return Entry{}, false, nil
+	}
 	res, err := l.f.storage.Read(ctx, l.id, offset, stream.ReadOptions{MaxEntries: 1})
 	if errors.Is(err, stream.ErrOffsetOutOfRange) {
 		return Entry{}, false, nil
@@ -158,11 +226,14 @@ func (l *Ledger) ReadOne(ctx context.Context, offset int64) (Entry, bool, error)
 	if err != nil {
 		return Entry{}, false, err
 	}
-	if len(res.Entries) == 0 || res.Entries[0].Offset != offset {
+	if len(res.Entries) == 0 {
 		return Entry{}, false, nil
 	}
-	e := res.Entries[0]
-	return Entry{Offset: e.Offset, Timestamp: e.Timestamp, Payload: e.Payload}, true, nil
+	e := toEntry(res.Entries[0])
+	if offset < e.Offset || offset >= e.End() {
+		return Entry{}, false, nil
+	}
+	return e, true, nil
 }
 
 // Notify returns the committed end and a channel closed at the next change.
@@ -176,21 +247,17 @@ func (l *Ledger) OffsetForTimestamp(ctx context.Context, ts int64) (int64, error
 	return l.f.storage.OffsetForTimestamp(ctx, l.id, ts)
 }
 
-// Close releases the append session, if any.
+// Close releases this ledger's reference to the append session; the
+// session itself is released when no ledger of the factory holds it.
 func (l *Ledger) Close(ctx context.Context) error {
 	l.mu.Lock()
-	s := l.session
-	l.session = nil
+	w, gen := l.w, l.wgen
+	l.w = nil
 	l.mu.Unlock()
-	if s == nil {
+	if w == nil {
 		return nil
 	}
-	var err error
-	if w := l.f.cfg.Writers; w != nil {
-		err = w.Release(ctx, l.id)
-	} else {
-		err = l.f.storage.ReleaseSession(ctx, *s)
-	}
+	err := w.release(ctx, l.f, gen)
 	if errors.Is(err, stream.ErrFenced) || errors.Is(err, stream.ErrStreamNotFound) {
 		return nil
 	}
@@ -204,4 +271,85 @@ func (l *Ledger) Factory() *Factory { return l.f }
 // later append fails with stream.ErrStreamSealed; reads continue.
 func (l *Ledger) Terminate(ctx context.Context) error {
 	return l.f.storage.Seal(ctx, l.id)
+}
+
+// sharedWriter is the one append session a factory holds on a stream
+// (acquired from the storage, or from Config.Writers in a cluster). The
+// core gives a writer id one session per stream; two holders releasing it
+// independently would end it under each other, so holders count
+// references: the session is acquired by the first and released by the
+// last. gen identifies one acquisition, so a reference taken on a session
+// that was since fenced (dropped) never releases its successor.
+type sharedWriter struct {
+	mu   sync.Mutex // held across the core calls that change the session
+	sess stream.Session
+	has  bool
+	gen  uint64
+	refs int
+}
+
+func (f *Factory) writerOf(id stream.ID) *sharedWriter {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	w := f.writers[id]
+	if w == nil {
+		w = &sharedWriter{}
+		f.writers[id] = w
+	}
+	return w
+}
+
+func (w *sharedWriter) session(gen uint64) (stream.Session, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sess, w.has && w.gen == gen
+}
+
+func (w *sharedWriter) acquire(ctx context.Context, f *Factory, id stream.ID, name string) (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.has {
+		var s stream.Session
+		var err error
+		if cw := f.cfg.Writers; cw != nil {
+			s, err = cw.Writer(ctx, id, name)
+		} else {
+			s, err = f.storage.AcquireSession(ctx, id, stream.SessionOptions{WriterID: f.cfg.WriterID,
+				TTL: f.cfg.SessionTTL, AuthorityEpoch: f.cfg.AuthorityEpoch, StealExpired: true})
+		}
+		if err != nil {
+			return 0, err
+		}
+		w.sess, w.has, w.refs = s, true, 0
+		w.gen++
+	}
+	w.refs++
+	return w.gen, nil
+}
+
+func (w *sharedWriter) release(ctx context.Context, f *Factory, gen uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.has || w.gen != gen {
+		return nil // dropped (fenced) since: nothing of ours to release
+	}
+	if w.refs--; w.refs > 0 {
+		return nil
+	}
+	w.has = false
+	if cw := f.cfg.Writers; cw != nil {
+		return cw.Release(ctx, w.sess.Stream)
+	}
+	return f.storage.ReleaseSession(ctx, w.sess)
+}
+
+func (w *sharedWriter) drop(f *Factory, gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.has && w.gen == gen {
+		w.has = false
+		if cw := f.cfg.Writers; cw != nil {
+			cw.Lost(w.sess)
+		}
+	}
 }

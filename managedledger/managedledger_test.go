@@ -13,9 +13,13 @@ import (
 )
 
 func newFactory(t *testing.T) (*Factory, *memstore.Store, *streammem.Storage) {
+	return newFactoryCfg(t, Config{WriterID: "b1", AuthorityEpoch: 1})
+}
+
+func newFactoryCfg(t *testing.T, cfg Config) (*Factory, *memstore.Store, *streammem.Storage) {
 	t.Helper()
 	meta, st := memstore.New(), streammem.New()
-	f := NewFactory(st, meta, Config{WriterID: "b1", AuthorityEpoch: 1})
+	f := NewFactory(st, meta, cfg)
 	if err := f.EnsureDefaults(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -122,27 +126,29 @@ func TestFencing(t *testing.T) {
 	}
 }
 
+// TestCursorAcksAndPersistence runs on an entry-counted topic (the old
+// offset model, whose batch acknowledgements are ack sets per entry).
 func TestCursorAcksAndPersistence(t *testing.T) {
 	ctx := context.Background()
-	f, meta, _ := newFactory(t)
+	f, meta, _ := newFactoryCfg(t, Config{WriterID: "b1", AuthorityEpoch: 1, EntryCountedTopics: true})
 	name, _ := ParseTopicName("c1")
 	l, _ := f.Open(ctx, name, true)
 	c, created, err := l.OpenCursor(ctx, "sub", func() (int64, error) { return 0, nil })
 	if err != nil || !created {
 		t.Fatal(err)
 	}
-	c.AckEntry(1)
-	c.AckEntry(3)
-	if c.AckedBelow() != 0 || !c.IsAcked(1) || c.IsAcked(2) {
+	c.AckEntry(1, 1)
+	c.AckEntry(3, 1)
+	if c.AckedBelow() != 0 || !c.IsAcked(1, 1) || c.IsAcked(2, 1) {
 		t.Fatal("individual acks")
 	}
-	c.AckEntry(0)
+	c.AckEntry(0, 1)
 	if c.AckedBelow() != 2 {
 		t.Fatalf("ackedBelow %d", c.AckedBelow())
 	}
-	c.AckBatch(2, []uint64{0b110}) // index 0 acked of 3
-	c.AckBatch(2, []uint64{0b100}) // index 1 acked
-	if c.IsAcked(2) || c.BatchAckSet(2)[0] != 0b100 {
+	c.AckBatch(2, 3, []uint64{0b110}) // index 0 acked of 3
+	c.AckBatch(2, 3, []uint64{0b100}) // index 1 acked
+	if c.IsAcked(2, 1) || c.BatchAckSet(2, 3)[0] != 0b100 {
 		t.Fatal("batch partial")
 	}
 	if c.Backlog(10) != 10-2-1 {
@@ -153,41 +159,41 @@ func TestCursorAcksAndPersistence(t *testing.T) {
 	}
 	// Reopen from metadata.
 	c2, created, err := l.OpenCursor(ctx, "sub", nil)
-	if err != nil || created || c2.AckedBelow() != 2 || !c2.IsAcked(3) || c2.BatchAckSet(2)[0] != 0b100 {
+	if err != nil || created || c2.AckedBelow() != 2 || !c2.IsAcked(3, 1) || c2.BatchAckSet(2, 3)[0] != 0b100 {
 		t.Fatalf("reload %+v %v", c2.Snapshot(), err)
 	}
 	// A competing write (conflict) merges instead of losing acks.
-	c2.AckEntry(5)
+	c2.AckEntry(5, 1)
 	if err := c2.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.AckBatch(2, []uint64{0})
+	c.AckBatch(2, 3, []uint64{0})
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c3, _, _ := l.OpenCursor(ctx, "sub", nil)
-	if c3.AckedBelow() != 4 || !c3.IsAcked(5) {
+	if c3.AckedBelow() != 4 || !c3.IsAcked(5, 1) {
 		t.Fatalf("merged %+v", c3.Snapshot())
 	}
 	// Cumulative and reset.
-	c3.AckCumulative(7)
+	c3.AckCumulative(7, 1)
 	if c3.AckedBelow() != 8 {
 		t.Fatal("cumulative")
 	}
 	c3.Reset(3)
-	if c3.AckedBelow() != 3 || c3.IsAcked(5) {
+	if c3.AckedBelow() != 3 || c3.IsAcked(5, 1) {
 		t.Fatal("reset")
 	}
 	if err := c3.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// An older-epoch writer must not resurrect acks after the reset.
-	c.AckEntry(9)
+	c.AckEntry(9, 1)
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c4, _, _ := l.OpenCursor(ctx, "sub", nil)
-	if c4.AckedBelow() != 3 || c4.IsAcked(5) {
+	if c4.AckedBelow() != 3 || c4.IsAcked(5, 1) {
 		t.Fatalf("reset overridden %+v", c4.Snapshot())
 	}
 	names, _ := l.ListCursors(ctx)

@@ -30,6 +30,15 @@ func (s *rangeSet) contains(x int64) bool {
 	return i < len(s.r) && s.r[i][0] <= x
 }
 
+// containsRange reports whether every offset of [a, b) is in the set.
+func (s *rangeSet) containsRange(a, b int64) bool {
+	if a >= b {
+		return true
+	}
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i][1] > a })
+	return i < len(s.r) && s.r[i][0] <= a && s.r[i][1] >= b
+}
+
 // trimBelow removes every offset < x.
 func (s *rangeSet) trimBelow(x int64) {
 	i := sort.Search(len(s.r), func(i int) bool { return s.r[i][1] > x })

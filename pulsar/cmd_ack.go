@@ -62,23 +62,25 @@ func handleAck(c *conn, f wire.Frame) error {
 		if off == math.MinInt64 || off == math.MaxInt64 || off < 0 {
 			continue // another topic incarnation's id: nothing to ack here
 		}
+		n := sub.spanOf(c.s.ctx, off, nil)
 		set := toWords(id.GetAckSet())
 		switch {
 		case cumulative && len(set) > 0:
-			cur.AckCumulativeBatch(off, set)
+			cur.AckCumulativeBatch(off, n, set)
 			cumTo = max(cumTo, off-1)
 		case cumulative:
-			cur.AckCumulative(off)
+			cur.AckCumulative(off, n)
 			cumTo = max(cumTo, off)
 		case len(set) > 0:
-			cur.AckBatch(off, set)
+			cur.AckBatch(off, n, set)
 		default:
-			cur.AckEntry(off)
+			cur.AckEntry(off, n)
 		}
-		if !cumulative && cur.IsAcked(off) {
+		if !cumulative && cur.IsAcked(off, n) {
 			settled = append(settled, off)
 		}
 	}
+	sub.forgetSpans(settled, cumTo)
 	sub.do(func() {
 		for _, off := range settled {
 			sub.settle(off)

@@ -45,7 +45,11 @@ func handleGetLastMessageID(c *conn, f wire.Frame) error {
 			c.sendErr(reqID, err)
 			return
 		}
-		md := cons.sub.cursor.AckedBelow() - 1
+		md, err := markDeleteEntry(ctx, l, cons.sub.cursor.AckedBelow())
+		if err != nil {
+			c.sendErr(reqID, err)
+			return
+		}
 		c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
 			GetLastMessageIdResponse: &pb.CommandGetLastMessageIdResponse{
 				RequestId:     proto.Uint64(reqID),
@@ -101,15 +105,45 @@ func lastMessageID(ctx context.Context, l *managedledger.Ledger) (*pb.MessageIdD
 		last.EntryId = proto.Uint64(^uint64(0))
 		return last, nil
 	}
-	e, ok, err := l.ReadOne(ctx, end-1)
+	e, ok, err := l.EntryContaining(ctx, end-1)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
+		last.EntryId = proto.Uint64(uint64(e.Offset))
 		if pl, err := wire.ParsePayload(e.Payload); err == nil && pl.Batched() {
 			last.BatchIndex = proto.Int32(int32(pl.NumMessages() - 1))
 			last.BatchSize = proto.Int32(int32(pl.NumMessages()))
 		}
 	}
 	return last, nil
+}
+
+// markDeleteEntry is the Pulsar mark-delete position of a cursor whose
+// every offset below ackedBelow is acknowledged: the id of the last entry
+// acknowledged as a whole with everything before it. On a message-counted
+// topic ackedBelow may lie inside an entry (a batch partly acknowledged, a
+// Kafka commit); that entry is not yet deleted, so the position is the
+// entry before it.
+func markDeleteEntry(ctx context.Context, l *managedledger.Ledger, ackedBelow int64) (int64, error) {
+	if !l.CountsMessages() || ackedBelow <= 0 {
+		return ackedBelow - 1, nil
+	}
+	cut := ackedBelow
+	if e, ok, err := l.EntryContaining(ctx, ackedBelow); err != nil {
+		return 0, err
+	} else if ok {
+		cut = e.Offset // first entry not wholly acknowledged
+	}
+	if cut <= 0 {
+		return -1, nil
+	}
+	e, ok, err := l.EntryContaining(ctx, cut-1)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return cut - 1, nil // trimmed: below the first readable entry
+	}
+	return e.Offset, nil
 }

@@ -56,7 +56,7 @@ func handleRedeliver(c *conn, f wire.Frame) error {
 			}
 		}
 		for _, off := range offs {
-			if sub.cursor.IsAcked(off) {
+			if sub.cursor.IsAcked(off, sub.spanOf(sub.t.s.ctx, off, nil)) {
 				continue
 			}
 			slot := -1

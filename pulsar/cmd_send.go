@@ -3,15 +3,17 @@
 // Behaviour:
 //   - Each SEND's payload (from the 0x0e01 magic on: checksum, metadata,
 //     single message or whole batch) is verified (magic, CRC-32C, metadata
-//     decodes) and stored as ONE stream entry with RecordCount = 1,
-//     prefixed with broker-entry metadata {broker_timestamp, index}. The
+//     decodes) and stored as ONE stream entry covering one offset per
+//     message (RecordCount = batch size; 1 on topics of the older
+//     entry-counted model), prefixed with broker-entry metadata
+//     {broker_timestamp} (older topics: also the running index). The
 //     entry's timestamp is the message publish time (seek by time uses it).
 //   - SENDs are pipelined: the append is issued in arrival order
 //     (AppendAsync preserves order per stream) and the reader moves on; a
 //     receipt goroutine per producer waits for the appends in the same
 //     order, so SEND_RECEIPTs leave in send order.
-//   - The receipt's message id is (virtual ledger id, entry offset); clients
-//     derive batch indexes themselves.
+//   - The receipt's message id is (virtual ledger id, offset of the entry's
+//     first message); clients derive batch indexes themselves.
 //   - Deduplication (default on): the core checks (producer name,
 //     sequence_id..highest) monotonically and persists it with the commit;
 //     a duplicate is answered with the original message id, or

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/listener"
+	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/pulsar/wire"
 	"github.com/nereusstream/nereus-go/stream"
 )
@@ -72,6 +73,11 @@ type Config struct {
 	// redelivery or per-key ordering before it stops reading ahead
 	// (default 5000).
 	MaxReplayEntries int
+	// Ledgers, if set, is the managed-ledger factory to serve topics from
+	// (made by NewLedgers). The server shares it with the KoP projection
+	// so that both hold one append session per stream. Nil: NewServer
+	// makes its own.
+	Ledgers *managedledger.Factory
 }
 
 func (c Config) withDefaults() Config {

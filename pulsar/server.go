@@ -80,6 +80,18 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		}
 		own = true
 	}
+	ml := cfg.Ledgers
+	if ml == nil {
+		lc := cfg
+		lc.Cluster = node
+		if ml, err = NewLedgers(initCtx, storage, meta, lc); err != nil {
+			cancel()
+			if own {
+				_ = node.Close()
+			}
+			return nil, err
+		}
+	}
 	s := &Server{
 		cluster:     node,
 		ownCluster:  own,
@@ -91,23 +103,37 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		conns:       map[*conn]struct{}{},
 		topics:      map[string]*topicLoad{},
 		advertise:   cfg.AdvertisedAddr,
-	}
-	s.ml = managedledger.NewFactory(storage, meta, managedledger.Config{
-		Writers: node,
-		Profile: cfg.StorageProfile,
-		Logger:  s.log,
-	})
-	if err := s.ml.EnsureDefaults(initCtx); err != nil {
-		cancel()
-		if own {
-			_ = node.Close()
-		}
-		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
+		ml:          ml,
 	}
 	s.wg.Add(2)
 	go s.statsLoop()
 	go s.followCluster()
 	return s, nil
+}
+
+// NewLedgers makes the managed-ledger factory a broker serves topics
+// from, and creates the default tenant and namespace as a Pulsar standalone
+// does. Append sessions come from cfg.Cluster (the owner of each topic's
+// stream takes it); without one, straight from the storage under a fresh
+// broker incarnation as authority epoch, so a later broker fences an
+// earlier one (embedding and tests).
+func NewLedgers(ctx context.Context, storage stream.Storage, meta metadata.Store, cfg Config) (*managedledger.Factory, error) {
+	cfg = cfg.withDefaults()
+	mc := managedledger.Config{Profile: cfg.StorageProfile, Logger: cfg.Logger.With("component", "pulsar")}
+	if cfg.Cluster != nil {
+		mc.Writers = cfg.Cluster
+	} else {
+		inc, err := managedledger.AllocateIncarnation(ctx, meta)
+		if err != nil {
+			return nil, fmt.Errorf("nereus/pulsar: allocate broker incarnation: %w", err)
+		}
+		mc.WriterID, mc.AuthorityEpoch = fmt.Sprintf("pulsar-broker-%d", inc), inc
+	}
+	ml := managedledger.NewFactory(storage, meta, mc)
+	if err := ml.EnsureDefaults(ctx); err != nil {
+		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
+	}
+	return ml, nil
 }
 
 // Serve accepts Pulsar connections on ln until Shutdown; it may be called

@@ -29,6 +29,12 @@ type subscription struct {
 	// Counters for metrics (any goroutine).
 	dispatched, redelivered atomic.Int64
 
+	// spans remembers the offset count of entries delivered and not yet
+	// acknowledged (any goroutine), so an ACK naming an entry id knows how
+	// many offsets it covers without a storage read.
+	spanMu sync.Mutex
+	spans  map[int64]int64
+
 	cmds     chan func()
 	stopCh   chan struct{}
 	done     chan struct{}
@@ -67,6 +73,7 @@ func newSubscription(t *topic, name string, cursor *managedledger.Cursor, durabl
 		cmds: make(chan func(), 1024), stopCh: make(chan struct{}), done: make(chan struct{}),
 		readPos: cursor.AckedBelow(), pending: map[int64]*consumer{}, replay: map[int64]*replayItem{},
 		redeliveries: map[int64]uint32{}, slotPending: map[int]*slotState{}, replaySlots: map[int]int{},
+		spans: map[int64]int64{},
 	}
 	go s.run()
 	go s.flushLoop()
@@ -217,13 +224,13 @@ func (s *subscription) dispatch() bool {
 	}
 	for i := range entries {
 		e := &entries[i]
-		if s.cursor.IsAcked(e.Offset) {
-			s.readPos = e.Offset + 1
+		if s.cursor.IsAcked(e.Offset, e.Count) {
+			s.readPos = e.End()
 			continue
 		}
 		pl, ok := s.parse(e)
 		if !ok {
-			s.readPos = e.Offset + 1
+			s.readPos = e.End()
 			continue
 		}
 		c := s.choose(pl)
@@ -233,7 +240,7 @@ func (s *subscription) dispatch() bool {
 				// going for other keys (per-key order is kept because later
 				// entries of the same slot queue behind it).
 				s.addReplay(e.Offset, &replayItem{e: e, slot: s.slotOf(pl)})
-				s.readPos = e.Offset + 1
+				s.readPos = e.End()
 				progressed = true
 				continue
 			}
@@ -241,7 +248,7 @@ func (s *subscription) dispatch() bool {
 			return progressed
 		}
 		s.deliver(c, e, pl)
-		s.readPos = e.Offset + 1
+		s.readPos = e.End()
 		progressed = true
 	}
 	if len(entries) == 0 {
@@ -319,7 +326,7 @@ func (s *subscription) dispatchReplay(ctx context.Context) bool {
 			break
 		}
 		it := s.replay[off]
-		if s.cursor.IsAcked(off) {
+		if s.cursor.IsAcked(off, s.spanOf(ctx, off, it.e)) {
 			s.removeReplay(off)
 			progressed = true
 			continue
@@ -497,17 +504,17 @@ func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Pay
 	if n := s.redeliveries[e.Offset]; n > 0 {
 		cmd.RedeliveryCount = proto.Uint32(n)
 	}
-	if set := s.cursor.BatchAckSet(e.Offset); set != nil {
+	if set := s.cursor.BatchAckSet(e.Offset, e.Count); set != nil {
 		cmd.AckSet = make([]int64, len(set))
 		for i, w := range set {
 			cmd.AckSet[i] = int64(w)
 		}
 	}
-	body := pl.Message
+	parts := [][]byte{pl.Message}
 	if c.c.brokerEntryMeta {
-		body = e.Payload
+		parts = s.withBrokerEntryMetadata(e, pl)
 	}
-	frame, err := wire.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: cmd}, body)
+	frame, err := wire.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: cmd}, parts...)
 	if err != nil || !c.c.send(frame) {
 		// The consumer's connection is gone; its cleanup will remove it.
 		c.permits = 0
@@ -518,6 +525,7 @@ func (s *subscription) deliver(c *consumer, e *managedledger.Entry, pl *wire.Pay
 	c.permits -= int64(n)
 	c.unacked++
 	s.pending[e.Offset] = c
+	s.rememberSpan(e.Offset, e.Count)
 	if s.subType == pb.CommandSubscribe_Key_Shared {
 		slot := s.slotOf(pl)
 		sp := s.slotPending[slot]
@@ -549,4 +557,73 @@ func (s *subscription) settle(off int64) {
 			}
 		}
 	}
+}
+
+// withBrokerEntryMetadata is the payload for a client that reads broker
+// entry metadata. On a message-counted topic the index (the offset of the
+// entry's last message, as AppendIndexMetadataInterceptor numbers it) is
+// the stream's own coordinate, so it is derived here rather than stored:
+// appends from other writers of the stream (the Kafka projection) cannot
+// make it wrong. An entry-counted topic serves the prefix it stored.
+func (s *subscription) withBrokerEntryMetadata(e *managedledger.Entry, pl *wire.Payload) [][]byte {
+	if !s.t.ledger.CountsMessages() {
+		return [][]byte{e.Payload}
+	}
+	bem := &pb.BrokerEntryMetadata{Index: proto.Uint64(uint64(e.End() - 1))}
+	if stored := pl.BrokerEntryMetadata; stored != nil && stored.BrokerTimestamp != nil {
+		bem.BrokerTimestamp = stored.BrokerTimestamp
+	}
+	return [][]byte{wire.AppendBrokerEntryMetadata(nil, bem), pl.Message}
+}
+
+func (s *subscription) rememberSpan(off, n int64) {
+	if n <= 1 {
+		return
+	}
+	s.spanMu.Lock()
+	s.spans[off] = n
+	s.spanMu.Unlock()
+}
+
+// forgetSpans drops remembered spans of acknowledged entries: off alone,
+// or with below >= 0 every entry starting at or below it.
+func (s *subscription) forgetSpans(offs []int64, below int64) {
+	s.spanMu.Lock()
+	defer s.spanMu.Unlock()
+	for _, off := range offs {
+		delete(s.spans, off)
+	}
+	if below >= 0 {
+		for off := range s.spans {
+			if off <= below {
+				delete(s.spans, off)
+			}
+		}
+	}
+}
+
+// spanOf is how many offsets the entry starting at off covers: 1 on an
+// entry-counted topic; else from e when known, the remembered spans, or a
+// storage read (an ACK for an entry this broker never delivered, e.g.
+// after a restart).
+func (s *subscription) spanOf(ctx context.Context, off int64, e *managedledger.Entry) int64 {
+	if !s.t.ledger.CountsMessages() {
+		return 1
+	}
+	if e != nil {
+		return e.Count
+	}
+	s.spanMu.Lock()
+	n, ok := s.spans[off]
+	s.spanMu.Unlock()
+	if ok {
+		return n
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	re, ok, err := s.t.ledger.EntryContaining(ctx, off)
+	if err != nil || !ok || re.Offset != off {
+		return 1
+	}
+	return re.Count
 }

@@ -118,7 +118,7 @@ func (t *topic) prepareWriter(ctx context.Context) error {
 		return err
 	}
 	t.lastIndex = -1
-	if end > start {
+	if end > start && !t.ledger.CountsMessages() {
 		if e, ok, err := t.ledger.ReadOne(ctx, end-1); err != nil {
 			return err
 		} else if ok {
@@ -224,9 +224,11 @@ func (t *topic) snapshotDedupLocked(ctx context.Context) {
 	}
 }
 
-// appendEntry stores one SEND's message as one stream entry, prefixed with
-// broker-entry metadata (broker timestamp; index = running count of
-// messages minus one, as Pulsar's AppendIndexMetadataInterceptor).
+// appendEntry stores one SEND's message as one stream entry covering one
+// offset per message (on a message-counted topic), prefixed with
+// broker-entry metadata: the broker timestamp, and on entry-counted topics
+// the index (running count of messages minus one, as Pulsar's
+// AppendIndexMetadataInterceptor).
 // appendTicket identifies an issued append for the snapshot bookkeeping.
 type appendTicket struct {
 	gen, n uint64
@@ -240,7 +242,12 @@ func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload)
 	}
 	n := int64(pl.NumMessages())
 	idx := t.lastIndex + n
-	bem := &pb.BrokerEntryMetadata{BrokerTimestamp: proto.Uint64(uint64(time.Now().UnixMilli())), Index: proto.Uint64(uint64(idx))}
+	bem := &pb.BrokerEntryMetadata{BrokerTimestamp: proto.Uint64(uint64(time.Now().UnixMilli()))}
+	if !t.ledger.CountsMessages() {
+		// Entry-counted topics keep the running index they always stored;
+		// message-counted ones derive it from the offset when dispatching.
+		bem.Index = proto.Uint64(uint64(idx))
+	}
 	buf := make([]byte, 0, 16+len(pl.Message))
 	buf = wire.AppendBrokerEntryMetadata(buf, bem)
 	buf = append(buf, pl.Message...)
@@ -250,7 +257,7 @@ func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload)
 		last := max(first, int64(send.GetHighestSequenceId()), int64(pl.Metadata.GetHighestSequenceId()))
 		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: p.name, FirstSeq: first, LastSeq: last}
 	}
-	fut := t.ledger.AppendAsync(stream.Entry{Payload: buf, Timestamp: int64(pl.Metadata.GetPublishTime())}, seq)
+	fut := t.ledger.AppendAsync(stream.Entry{Payload: buf, RecordCount: uint32(n), Timestamp: int64(pl.Metadata.GetPublishTime())}, seq)
 	t.lastIndex = idx
 	t.issued++
 	return fut, appendTicket{gen: t.writerGen, n: t.issued}, nil

@@ -91,7 +91,7 @@ func runJava(t *testing.T, class string, args ...string) string {
 // the consumer.
 func TestJavaKafkaSASLSSL(t *testing.T) {
 	bootstrap := addr(t, "kafka:SASL_SSL")
-	runJava(t, "KafkaSecure", "sasl", bootstrap, tlsCA.CAFile, "alice", users["alice"], unique("java"), unique("java-group"))
+	runJava(t, "KafkaSecure", "sasl", bootstrap, tlsCA.CAFile, "admin", users["admin"], unique("java"), unique("java-group"))
 	runJava(t, "KafkaSecure", "refused", bootstrap, tlsCA.CAFile, "alice", "wrong", unique("java"), unique("java-group"))
 }
 

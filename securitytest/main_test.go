@@ -19,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/nereusstream/nereus-go/adminapi"
 	"github.com/nereusstream/nereus-go/internal/testenv/certs"
 	"github.com/nereusstream/nereus-go/internal/testserver"
@@ -36,7 +40,38 @@ const reauth = 8 * time.Second
 
 // The SCRAM users every test may use (created through the admin API, as
 // `nereus kafka user set` does).
-var users = map[string]string{"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+// admin is the super user; eve has credentials and no ACLs at all.
+var users = map[string]string{"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret", "eve": "eve-secret",
+	"erin": "erin-secret"}
+
+// trusted principals get every topic and group operation (the plaintext
+// loopback and SSL listeners' anonymous clients, the SASL users of the
+// TLS/SASL tests, the OAUTHBEARER subject); ACL tests use their own
+// principals.
+var trusted = []string{"User:ANONYMOUS", "User:alice", "User:bob", "User:svc-etl", "User:dave",
+	"User:CN=localhost,O=Nereus"}
+
+func grantBaseACLs() error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.ListenerAddr("kafka:SASL_PLAINTEXT")),
+		kgo.SASL(scram.Auth{User: "admin", Pass: users["admin"]}.AsSha512Mechanism()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := kadm.NewACLs().Allow(trusted...).Topics("*").Groups("*").TransactionalIDs("*").Operations(kadm.OpAll)
+	res, err := kadm.NewClient(cl).CreateACLs(ctx, b)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
 
 func createUsers() error {
 	c, err := adminapi.NewClient(srv.URL(), nil)
@@ -87,6 +122,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "create SCRAM users:", err)
 		return 1
 	}
+	if err := grantBaseACLs(); err != nil {
+		fmt.Fprintln(os.Stderr, "create ACLs:", err)
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "last lines of the server log:\n%s\n", srv.LogTail(80))
@@ -99,6 +138,7 @@ func serverArgs() []string {
 		"--kafka-listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
 		"--kafka-sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER",
 		"--kafka-max-reauth", reauth.String(),
+		"--kafka-authorizer", "--kafka-super-users", "User:admin",
 		"--token-secret-key-file", tokenKey,
 		"--pulsar-listeners", "pulsar://127.0.0.1:0,pulsar+ssl://127.0.0.1:0",
 		"--http-listeners", "http://127.0.0.1:0,https://127.0.0.1:0",

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,7 +14,9 @@ import (
 	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/kafka"
 	"github.com/nereusstream/nereus-go/kafka/kafkaprom"
+	"github.com/nereusstream/nereus-go/kop"
 	"github.com/nereusstream/nereus-go/listener"
+	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/pulsar"
 	"github.com/nereusstream/nereus-go/pulsar/pulsarprom"
@@ -117,13 +121,46 @@ func DefaultFrontends(cfg Config) []FrontendSpec {
 		}
 		return out
 	}
+	// One Pulsar storage boundary per process, shared by the Pulsar front
+	// end and the Kafka front end's KoP projection (Kafka clients on Pulsar
+	// topics), so both hold one append session per stream.
+	ledgers := &sharedLedgers{}
 	return []FrontendSpec{
-		{Name: "kafka", Listeners: of(listener.Kafka), HTTPPatterns: kafka.HTTPPatterns, New: newKafkaFrontend},
-		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"}, New: newPulsarFrontend},
+		{Name: "kafka", Listeners: of(listener.Kafka), HTTPPatterns: kafka.HTTPPatterns,
+			New: func(d Deps) (Frontend, error) { return newKafkaFrontend(d, ledgers) }},
+		{Name: "pulsar", Listeners: of(listener.Pulsar), HTTPPatterns: []string{"/admin/v2/", "/lookup/v2/"},
+			New: func(d Deps) (Frontend, error) { return newPulsarFrontend(d, ledgers) }},
 	}
 }
 
-func newPulsarFrontend(d Deps) (Frontend, error) {
+// sharedLedgers makes the process's managed-ledger factory once, for
+// whichever front end needs it first.
+type sharedLedgers struct {
+	mu sync.Mutex
+	f  *managedledger.Factory
+}
+
+func (s *sharedLedgers) get(d Deps) (*managedledger.Factory, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f != nil {
+		return s.f, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := pulsar.NewLedgers(ctx, d.Storage, d.Metadata, pulsar.Config{Cluster: d.Cluster, Logger: d.Logger.With("frontend", "pulsar")})
+	if err != nil {
+		return nil, err
+	}
+	s.f = f
+	return f, nil
+}
+
+func newPulsarFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
+	ml, err := ledgers.get(d)
+	if err != nil {
+		return nil, err
+	}
 	var eps []listener.Endpoint
 	for _, e := range d.Endpoints {
 		if e.Protocol == listener.Pulsar || e.Protocol == listener.HTTP {
@@ -134,6 +171,7 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 		Endpoints: eps,
 		Cluster:   d.Cluster,
 		Logger:    d.Logger.With("frontend", "pulsar"),
+		Ledgers:   ml,
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err
@@ -146,19 +184,33 @@ func newPulsarFrontend(d Deps) (Frontend, error) {
 	return srv, nil
 }
 
-func newKafkaFrontend(d Deps) (Frontend, error) {
+func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 	m := kafkaprom.New()
+	ml, err := ledgers.get(d)
+	if err != nil {
+		return nil, err
+	}
+	proj, err := kop.New(kop.Config{Ledgers: ml, Logger: d.Logger.With("frontend", "kafka")})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := kafka.NewServer(kafka.Config{
 		Cluster: d.Cluster, WriterID: d.NodeID, Logger: d.Logger.With("frontend", "kafka"),
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
-		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		MaxTransactionTimeout:       d.Config.KafkaTransactionMaxTimeout,
+		ConsumerGroupSessionTimeout: d.Config.KafkaConsumerSessionTimeout, ConsumerGroupHeartbeatInterval: d.Config.KafkaConsumerHeartbeatInterval,
 		Security: kafka.SecurityConfig{
 			SASLMechanisms: d.Config.kafkaMechanisms(),
 			Tokens:         d.Tokens,
 			MaxReauth:      d.Config.KafkaMaxReauth,
+
+			Authorizer:           d.Config.KafkaAuthorizer,
+			SuperUsers:           d.Config.kafkaSuperUsers(),
+			AllowEveryoneIfNoACL: d.Config.KafkaAllowEveryoneIfNoACL,
 		},
+		Projection: proj,
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,13 @@ type Security struct {
 	// (sasl.enabled.mechanisms; default SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,
 	// plus OAUTHBEARER when a token key is configured).
 	KafkaSASLMechanisms string
+	// KafkaAuthorizer enables Kafka ACLs (authorizer.class.name): every
+	// request is checked against the ACLs in metadata; KafkaSuperUsers
+	// ("User:admin;User:ops", Kafka's super.users syntax) may do anything;
+	// KafkaAllowEveryoneIfNoACL is allow.everyone.if.no.acl.found.
+	KafkaAuthorizer           bool
+	KafkaSuperUsers           string
+	KafkaAllowEveryoneIfNoACL bool
 	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
 	// long (bounded by an OAUTHBEARER token's expiry) and must
 	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
@@ -55,6 +62,18 @@ func (s Security) kafkaMechanisms() []string {
 	return out
 }
 
+// kafkaSuperUsers splits super.users (';'-separated, as Kafka; ','
+// accepted too).
+func (s Security) kafkaSuperUsers() []string {
+	var out []string
+	for _, u := range strings.FieldsFunc(s.KafkaSuperUsers, func(r rune) bool { return r == ';' || r == ',' }) {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 func (s Security) validate() []error {
 	var errs []error
 	if s.TokenSecretKeyFile != "" && s.TokenPublicKeyFile != "" {
@@ -71,6 +90,14 @@ func (s Security) validate() []error {
 			errs = append(errs, fmt.Errorf("kafka-sasl-mechanisms: %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER", m))
 		}
 	}
+	for _, u := range s.kafkaSuperUsers() {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			errs = append(errs, fmt.Errorf("kafka-super-users: %q is not a principal (want User:NAME)", u))
+		}
+	}
+	if (s.KafkaSuperUsers != "" || s.KafkaAllowEveryoneIfNoACL) && !s.KafkaAuthorizer {
+		errs = append(errs, errors.New("kafka-super-users and kafka-allow-everyone-if-no-acl-found need kafka-authorizer"))
+	}
 	if s.KafkaMaxReauth < 0 {
 		errs = append(errs, fmt.Errorf("kafka-max-reauth %v must not be negative", s.KafkaMaxReauth))
 	}
@@ -83,13 +110,16 @@ var securitySettings = []setting{
 	mk("token-role-claim", "JWT claim naming the role / user", func(c *Config) *string { return &c.TokenRoleClaim }),
 	mk("token-audience", "when set, JWTs must name it in their aud claim", func(c *Config) *string { return &c.TokenAudience }),
 	mk("kafka-sasl-mechanisms", "mechanisms of SASL_PLAINTEXT/SASL_SSL listeners (default SCRAM-SHA-256,SCRAM-SHA-512,PLAIN[,OAUTHBEARER with a token key])", func(c *Config) *string { return &c.KafkaSASLMechanisms }),
+	boolSetting("kafka-authorizer", "enable Kafka ACLs: every request is checked against the ACLs in metadata (CreateAcls/DescribeAcls/DeleteAcls)", func(c *Config) *bool { return &c.KafkaAuthorizer }),
+	mk("kafka-super-users", "Kafka super.users: principals allowed everything, e.g. User:admin;User:ops", func(c *Config) *string { return &c.KafkaSuperUsers }),
+	boolSetting("kafka-allow-everyone-if-no-acl-found", "Kafka allow.everyone.if.no.acl.found: allow operations on resources no ACL mentions", func(c *Config) *bool { return &c.KafkaAllowEveryoneIfNoACL }),
 	durationSetting("kafka-max-reauth", "Kafka connections.max.reauth.ms: SASL session lifetime before re-authentication (0: never)", func(c *Config) *time.Duration { return &c.KafkaMaxReauth }),
 }
 
 func init() { settings = append(settings, securitySettings...) }
 
-// authenticated reports whether a listener admits only clients that proved
-// who they are (for the exposure warning).
+// listenerAuthenticated reports whether a listener admits only clients
+// that proved who they are (for the exposure warning).
 func (c Config) listenerAuthenticated(s listener.Spec) bool {
 	if s.Security.TLS && listener.ClientAuth(c.TLSClientAuth) == listener.ClientAuthRequired {
 		return true

@@ -163,6 +163,8 @@ type forbiddenImport struct {
 	to []string
 	// exceptFrom: directories exempt from the rule.
 	exceptFrom []string
+	// exceptTo: targets under `to` the rule allows.
+	exceptTo []string
 	// nonTestOnly: the rule ignores _test.go files.
 	nonTestOnly bool
 	why         string
@@ -199,6 +201,43 @@ var importRules = []forbiddenImport{
 		exceptFrom: []string{"cmd"},
 		why:        "commands are leaves",
 	},
+	{
+		from:        []string{"managedledger"},
+		to:          []string{"kafka", "pulsar", "kop"},
+		nonTestOnly: true,
+		why:         "the Pulsar storage boundary sits below the protocol adapters and the KoP projection",
+	},
+	{
+		from:        []string{"kafka/kstore"},
+		to:          []string{"pulsar", "managedledger", "kop"},
+		nonTestOnly: true,
+		why:         "the Kafka storage boundary reaches projected topics only through its Projection interface",
+	},
+	{
+		from:        []string{"kop"},
+		to:          []string{"pulsar", "kafka"},
+		exceptTo:    []string{"pulsar/wire", "pulsar/pb", "kafka/kbatch", "kafka/kstore"},
+		nonTestOnly: true,
+		why:         "KoP projects through the Pulsar storage boundary (managedledger); it may use the codecs (pulsar/wire, pulsar/pb, kafka/kbatch) and kstore's interface, never the brokers",
+	},
+	{
+		from:        []string{"kafka", "pulsar"},
+		to:          []string{"kop"},
+		nonTestOnly: true,
+		why:         "the front ends get the KoP projection through kstore.Projection, wired by the server",
+	},
+	{
+		from:        []string{"pulsar"},
+		to:          []string{"kafka"},
+		nonTestOnly: true,
+		why:         "the Pulsar and Kafka front ends are separate protocol paths",
+	},
+	{
+		from:        []string{"kafka"},
+		to:          []string{"pulsar", "managedledger"},
+		nonTestOnly: true,
+		why:         "the Kafka front end reaches Pulsar topics only through kstore.Projection",
+	},
 }
 
 func TestDependencyDirection(t *testing.T) {
@@ -222,7 +261,7 @@ func TestDependencyDirection(t *testing.T) {
 				if !applies || underAny(f.dir, r.exceptFrom...) {
 					continue
 				}
-				if underAny(target, r.to...) {
+				if underAny(target, r.to...) && !underAny(target, r.exceptTo...) {
 					t.Errorf("%s imports %s: %s", f.rel, path, r.why)
 				}
 			}

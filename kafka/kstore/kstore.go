@@ -97,6 +97,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Projection, if set, serves the topics it claims (KoP: Pulsar topics
+	// named persistent://tenant/ns/topic); see projection.go.
+	Projection Projection
 }
 
 // Store is the Kafka storage boundary over a stream.Storage and a
@@ -152,6 +155,9 @@ func (s *Store) Close(ctx context.Context) error {
 	s.topics = map[string]*Topic{}
 	s.gen++
 	s.mu.Unlock()
+	if c, ok := s.cfg.Projection.(interface{ Close(context.Context) error }); ok {
+		return c.Close(ctx)
+	}
 	return nil
 }
 
@@ -241,11 +247,17 @@ type Topic struct {
 type Partition struct {
 	Topic    string
 	Index    int32
-	StreamID stream.ID
+	StreamID stream.ID // zero for a projected partition
+	proj     ProjectedPartition
 }
 
 // StreamName is the name of the partition's stream (its ownership key).
-func (p *Partition) StreamName() string { return StreamName(p.Topic, p.Index) }
+func (p *Partition) StreamName() string {
+	if p.proj != nil {
+		return p.proj.StreamName()
+	}
+	return StreamName(p.Topic, p.Index)
+}
 
 // session returns this broker's append session on the partition stream,
 // taking it through the cluster if this broker leads the partition.
@@ -283,6 +295,9 @@ func ValidateTopicName(name string) error {
 
 // Topic returns the ready topic named name, loading it into the cache.
 func (s *Store) Topic(ctx context.Context, name string) (*Topic, error) {
+	if s.projects(name) {
+		return s.projectedTopic(ctx, name, false)
+	}
 	s.mu.Lock()
 	t, ok := s.topics[name]
 	gen := s.gen
@@ -415,6 +430,15 @@ func newTopicID() TopicID {
 // CreateTopic creates a topic with n partitions and the given explicit
 // configs. With validateOnly it only checks the request.
 func (s *Store) CreateTopic(ctx context.Context, name string, n int32, configs TopicConfigs, validateOnly bool) (*Topic, error) {
+	if s.projects(name) {
+		if len(configs) > 0 {
+			return nil, notOnProjected("topic configs (Pulsar topics take namespace and topic policies)")
+		}
+		if err := s.cfg.Projection.CreateTopic(ctx, name, n, validateOnly); err != nil || validateOnly {
+			return &Topic{Name: name, Configs: TopicConfigs{}}, err
+		}
+		return s.projectedTopic(ctx, name, false)
+	}
 	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -559,6 +583,13 @@ func (s *Store) ensureStreams(ctx context.Context, tr topicRecord, from, to int3
 
 // DeleteTopic deletes a ready topic and its streams.
 func (s *Store) DeleteTopic(ctx context.Context, name string) (TopicID, error) {
+	if s.projects(name) {
+		t, err := s.projectedTopic(ctx, name, false)
+		if err != nil {
+			return TopicID{}, err
+		}
+		return t.ID, s.cfg.Projection.DeleteTopic(ctx, name)
+	}
 	key := keyTopics + name
 	for attempt := 0; attempt < 5; attempt++ {
 		rec, err := s.meta.Get(ctx, key)
@@ -634,6 +665,9 @@ func (s *Store) finishDelete(ctx context.Context, tr topicRecord, ver metadata.V
 
 // CreatePartitions raises a topic's partition count to n.
 func (s *Store) CreatePartitions(ctx context.Context, name string, n int32, validateOnly bool) error {
+	if s.projects(name) {
+		return s.cfg.Projection.CreatePartitions(ctx, name, n, validateOnly)
+	}
 	key := keyTopics + name
 	for attempt := 0; attempt < 5; attempt++ {
 		rec, err := s.meta.Get(ctx, key)
@@ -676,6 +710,9 @@ func (s *Store) CreatePartitions(ctx context.Context, name string, n int32, vali
 // AlterConfigs rewrites a topic's explicit configs with fn (which receives
 // a copy it may modify) and applies retention to the partition streams.
 func (s *Store) AlterConfigs(ctx context.Context, name string, validateOnly bool, fn func(TopicConfigs) error) error {
+	if s.projects(name) {
+		return notOnProjected("topic configs (Pulsar topics take namespace and topic policies)")
+	}
 	key := keyTopics + name
 	for attempt := 0; attempt < 5; attempt++ {
 		rec, err := s.meta.Get(ctx, key)

@@ -16,6 +16,13 @@ func (s *Store) DeleteOffsets(ctx context.Context, group string, tps []TopicPart
 	}
 	ops := make([]metadata.Op, len(tps))
 	for i, tp := range tps {
+		if s.projects(tp.Topic) {
+			// The offset is the projection's (KoP: the group's Pulsar
+			// subscription); the index entry below goes too.
+			if err := s.cfg.Projection.DeleteOffset(ctx, group, tp.Topic, tp.Partition); err != nil && !errors.Is(err, ErrUnknownTopic) {
+				return err
+			}
+		}
 		ops[i] = metadata.Op{Kind: metadata.OpDelete, Key: offsetKey(group, tp.Topic, tp.Partition), Expected: metadata.AnyVersion}
 	}
 	res, err := s.meta.Batch(ctx, ops)

@@ -20,6 +20,13 @@ import (
 // are never returned for a new topic of the same name. A marker record
 // kafka/groupidx/<escaped group> lets ListGroups find groups that only have
 // offsets.
+//
+// On a projected topic (projection.go) the offset itself lives with the
+// projection (KoP: the group's Pulsar subscription), which is the truth;
+// the record here is only an index entry ("projected": true, no offset)
+// so that a fetch of all the group's offsets knows where to look. The
+// projection's write comes first: an index entry never names an offset
+// that was not committed.
 
 func groupPrefix(group string) string { return keyGroups + url.PathEscape(group) + "/o/" }
 
@@ -34,6 +41,7 @@ type offsetRecord struct {
 	LeaderEpoch int32   `json:"leaderEpoch"`
 	Metadata    string  `json:"metadata,omitempty"`
 	CommitMs    int64   `json:"commitMs"`
+	Projected   bool    `json:"projected,omitempty"` // the offset lives with the projection
 }
 
 // OffsetCommit is one partition's offset to commit.
@@ -69,12 +77,20 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	idx := make([]int, 0, len(commits))
 	now := s.cfg.Now().UnixMilli()
 	for i, c := range commits {
-		t, _, err := s.Partition(ctx, c.Topic, c.Partition)
+		t, p, err := s.Partition(ctx, c.Topic, c.Partition)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		val, _ := json.Marshal(offsetRecord{V: 1, TopicID: t.ID, Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitMs: now})
+		rec := offsetRecord{V: 1, TopicID: t.ID, Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitMs: now}
+		if p.Projected() {
+			if err := s.cfg.Projection.CommitOffset(ctx, group, c.Topic, c.Partition, c.Offset); err != nil {
+				errs[i] = err
+				continue
+			}
+			rec.Offset, rec.Projected = -1, true
+		}
+		val, _ := json.Marshal(rec)
 		ops = append(ops, metadata.Op{Kind: metadata.OpPut, Key: offsetKey(group, c.Topic, c.Partition), Value: val, Expected: metadata.AnyVersion})
 		idx = append(idx, i)
 	}
@@ -130,8 +146,53 @@ func (s *Store) FetchOffsets(ctx context.Context, group string) (map[TopicPartit
 		if id != or.TopicID {
 			continue // committed for an earlier topic of the same name
 		}
+		if or.Projected {
+			if !s.projects(topic) {
+				continue
+			}
+			off, ok, err := s.cfg.Projection.FetchOffset(ctx, group, topic, int32(p))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue // the subscription was deleted on the projection's side
+			}
+			or.Offset = off
+		}
 		out[TopicPartition{topic, int32(p)}] = CommittedOffset{Topic: topic, Partition: int32(p), Offset: or.Offset,
 			LeaderEpoch: or.LeaderEpoch, Metadata: or.Metadata}
+	}
+	return out, nil
+}
+
+// FetchOffsetsFor is FetchOffsets, completed with the projection's offsets
+// of requested projected partitions that have no index entry here (a
+// Pulsar subscription the group never committed to through Kafka).
+func (s *Store) FetchOffsetsFor(ctx context.Context, group string, want map[string][]int32) (map[TopicPartition]CommittedOffset, error) {
+	out, err := s.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	for topic, ps := range want {
+		if !s.projects(topic) {
+			continue
+		}
+		for _, p := range ps {
+			tp := TopicPartition{topic, p}
+			if _, ok := out[tp]; ok {
+				continue
+			}
+			off, ok, err := s.cfg.Projection.FetchOffset(ctx, group, topic, p)
+			if errors.Is(err, ErrUnknownTopic) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out[tp] = CommittedOffset{Topic: topic, Partition: p, Offset: off, LeaderEpoch: -1}
+			}
+		}
 	}
 	return out, nil
 }
@@ -146,6 +207,16 @@ func (s *Store) DeleteGroupOffsets(ctx context.Context, group string) error {
 	}
 	ops := make([]metadata.Op, 0, len(recs)+1)
 	for _, r := range recs {
+		var or offsetRecord
+		if json.Unmarshal(r.Value, &or) == nil && or.Projected {
+			rest := r.Key[len(prefix):]
+			if slash := strings.LastIndexByte(rest, '/'); slash > 0 && s.projects(rest[:slash]) {
+				p, _ := strconv.ParseInt(rest[slash+1:], 10, 32)
+				if err := s.cfg.Projection.DeleteOffset(ctx, group, rest[:slash], int32(p)); err != nil && !errors.Is(err, ErrUnknownTopic) {
+					return err
+				}
+			}
+		}
 		ops = append(ops, metadata.Op{Kind: metadata.OpDelete, Key: r.Key, Expected: metadata.AnyVersion})
 	}
 	ops = append(ops, metadata.Op{Kind: metadata.OpDelete, Key: keyGroupIndex + url.PathEscape(group), Expected: metadata.AnyVersion})

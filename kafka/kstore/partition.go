@@ -14,6 +14,9 @@ import (
 // (never acquired: reading it takes no session). It only grows: every new
 // leader's session bumps it. Before the first leader it is 0.
 func (s *Store) LeaderEpoch(ctx context.Context, p *Partition) (int32, error) {
+	if p.proj != nil {
+		return p.proj.LeaderEpoch(ctx)
+	}
 	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
 		return -1, err
@@ -55,7 +58,7 @@ type Appending struct {
 // forgets it so the next append acquires a new one (a new leader epoch).
 func (a *Appending) Settle(ctx context.Context) (stream.AppendResult, error) {
 	res, err := a.Future.Wait(ctx)
-	if errors.Is(err, stream.ErrFenced) {
+	if errors.Is(err, stream.ErrFenced) && a.store != nil {
 		a.store.cfg.Cluster.Lost(a.sess)
 	}
 	return res, err
@@ -66,6 +69,17 @@ func (a *Appending) Settle(ctx context.Context) (stream.AppendResult, error) {
 // so the caller can stamp it into the batch. Appends issued on one
 // partition commit in call order.
 func (s *Store) AppendAsync(ctx context.Context, p *Partition, build func(epoch int32) stream.AppendRequest) (*Appending, error) {
+	if p.proj != nil {
+		epoch, err := p.proj.LeaderEpoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fut, err := p.proj.AppendAsync(ctx, build(epoch))
+		if err != nil {
+			return nil, err
+		}
+		return &Appending{Future: fut, Epoch: epoch}, nil // the projection handles its own fencing
+	}
 	sess, err := p.session(ctx, s)
 	if err != nil {
 		return nil, err
@@ -78,11 +92,17 @@ func (s *Store) AppendAsync(ctx context.Context, p *Partition, build func(epoch 
 // Read reads committed entries of the partition starting with the entry
 // that contains offset from.
 func (s *Store) Read(ctx context.Context, p *Partition, from int64, opts stream.ReadOptions) (stream.ReadResult, error) {
+	if p.proj != nil {
+		return p.proj.Read(ctx, from, opts)
+	}
 	return s.streams.Read(ctx, p.StreamID, from, opts)
 }
 
 // Bounds returns the partition's [start, end) offsets.
 func (s *Store) Bounds(ctx context.Context, p *Partition) (start, end int64, err error) {
+	if p.proj != nil {
+		return p.proj.Bounds(ctx)
+	}
 	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
 		return 0, 0, err
@@ -93,16 +113,25 @@ func (s *Store) Bounds(ctx context.Context, p *Partition) (start, end int64, err
 // Notify returns the partition's committed end and a channel closed on its
 // next change.
 func (s *Store) Notify(ctx context.Context, p *Partition) (int64, <-chan struct{}, error) {
+	if p.proj != nil {
+		return p.proj.Notify(ctx)
+	}
 	return s.streams.Notify(ctx, p.StreamID)
 }
 
 // OffsetForTimestamp returns the first offset of the first entry whose max
 // timestamp is >= ts (the end offset if none).
 func (s *Store) OffsetForTimestamp(ctx context.Context, p *Partition, ts int64) (int64, error) {
+	if p.proj != nil {
+		return p.proj.OffsetForTimestamp(ctx, ts)
+	}
 	return s.streams.OffsetForTimestamp(ctx, p.StreamID, ts)
 }
 
 // Trim advances the partition's start offset (DeleteRecords).
 func (s *Store) Trim(ctx context.Context, p *Partition, to int64) error {
+	if p.proj != nil {
+		return notOnProjected("DeleteRecords (Pulsar topics trim by retention policy)")
+	}
 	return s.streams.Trim(ctx, p.StreamID, to)
 }

@@ -262,6 +262,9 @@ type TxnVerifier func() error
 // batch can commit) and issues the append, all under the index lock.
 func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64, epoch int16, verify TxnVerifier,
 	build func(epoch int32) stream.AppendRequest) (*Appending, error) {
+	if p.proj != nil {
+		return nil, notOnProjected("transactional produce")
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -312,6 +315,9 @@ func (s *Store) createTxnCheckpoint(ctx context.Context, x *txnIndex, scannedTo 
 // with no open transaction on the partition is harmless (recovery repeats
 // markers), so on an uncertain outcome the caller simply writes it again.
 func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+	if p.proj != nil {
+		return -1, notOnProjected("transaction markers")
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	if err := s.loadTxnIndex(ctx, x); err != nil {
@@ -365,6 +371,9 @@ func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch
 // StableOffset returns the partition's last stable offset given its high
 // watermark: the first offset of the oldest open transaction, or hwm.
 func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int64, error) {
+	if p.proj != nil {
+		return hwm, nil // no transactions on projected topics
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -382,6 +391,9 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 // [from, upTo) must know: those whose abort marker is at or after from and
 // that began before upTo, ordered by first offset.
 func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64) ([]AbortedTxn, error) {
+	if p.proj != nil {
+		return nil, nil
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -401,6 +413,9 @@ func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64)
 
 // OpenTxns returns the transactions open on the partition (DescribeProducers).
 func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
+	if p.proj != nil {
+		return nil, nil
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -33,8 +33,8 @@ type member struct {
 }
 
 type ringEntry[C comparable] struct {
-	selected  C
-	colliding []C
+	owner   C
+	waiting []C
 }
 
 // NewRing returns an empty ring with points per consumer (DefaultPoints
@@ -74,10 +74,10 @@ func (r *Ring[C]) Add(c C, name string) {
 	for i := 0; i < r.points; i++ {
 		h := pointHash(name, index, i)
 		if e, ok := r.entries[h]; ok {
-			e.colliding = append(e.colliding, c)
+			e.waiting = append(e.waiting, c)
 			continue
 		}
-		r.entries[h] = &ringEntry[C]{selected: c}
+		r.entries[h] = &ringEntry[C]{owner: c}
 		j := sort.SearchInts(r.hashes, h)
 		r.hashes = append(r.hashes, 0)
 		copy(r.hashes[j+1:], r.hashes[j:])
@@ -86,7 +86,7 @@ func (r *Ring[C]) Add(c C, name string) {
 }
 
 // Remove takes consumer c off the ring; points it held pass to the first
-// colliding consumer, if any.
+// waiting consumer, if any.
 func (r *Ring[C]) Remove(c C) {
 	m, ok := r.members[c]
 	if !ok {
@@ -105,9 +105,9 @@ func (r *Ring[C]) Remove(c C) {
 		if !ok {
 			continue
 		}
-		if e.selected == c {
-			if len(e.colliding) > 0 {
-				e.selected, e.colliding = e.colliding[0], e.colliding[1:]
+		if e.owner == c {
+			if len(e.waiting) > 0 {
+				e.owner, e.waiting = e.waiting[0], e.waiting[1:]
 				continue
 			}
 			delete(r.entries, h)
@@ -115,9 +115,9 @@ func (r *Ring[C]) Remove(c C) {
 			r.hashes = append(r.hashes[:j], r.hashes[j+1:]...)
 			continue
 		}
-		for k, o := range e.colliding {
+		for k, o := range e.waiting {
 			if o == c {
-				e.colliding = append(e.colliding[:k], e.colliding[k+1:]...)
+				e.waiting = append(e.waiting[:k], e.waiting[k+1:]...)
 				break
 			}
 		}
@@ -133,7 +133,7 @@ func (r *Ring[C]) Select(hash int) (c C, ok bool) {
 	if j == len(r.hashes) {
 		j = 0
 	}
-	return r.entries[r.hashes[j]].selected, true
+	return r.entries[r.hashes[j]].owner, true
 }
 
 // Assignment is one contiguous hash range and its consumer.
@@ -152,7 +152,7 @@ func (r *Ring[C]) Assignments() []Assignment[C] {
 	}
 	start := ConsistentRange.Start
 	for _, h := range r.hashes {
-		c := r.entries[h].selected
+		c := r.entries[h].owner
 		if n := len(out); n > 0 && out[n-1].Consumer == c {
 			out[n-1].Range.End = h
 		} else {
@@ -162,7 +162,7 @@ func (r *Ring[C]) Assignments() []Assignment[C] {
 	}
 	last := r.hashes[len(r.hashes)-1]
 	if last != ConsistentRange.End {
-		first := r.entries[r.hashes[0]].selected
+		first := r.entries[r.hashes[0]].owner
 		if n := len(out); out[n-1].Consumer == first {
 			out[n-1].Range.End = ConsistentRange.End
 		} else {

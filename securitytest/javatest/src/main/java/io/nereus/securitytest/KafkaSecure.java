@@ -9,6 +9,7 @@ import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
@@ -20,7 +21,19 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.errors.GroupAuthorizationException;
 import org.apache.kafka.common.errors.SaslAuthenticationException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -32,7 +45,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * MODE sasl: an idempotent acks=all producer, a consumer group reading the
  * records back, and the admin client creating a SCRAM user (carol) that then
  * logs in. MODE refused: every client must fail with a
- * SaslAuthenticationException. Prints OK at the end.
+ * SaslAuthenticationException. MODE acls: USER (a super user) grants erin
+ * (password erin-secret) WRITE and READ on TOPIC, READ on GROUP and CREATE on
+ * TOPIC-created through createAcls; describeAcls must return them; erin's
+ * produce, fetch, group join and topic creation are allowed exactly there and
+ * refused with Kafka's authorization exceptions elsewhere; after deleteAcls
+ * erin may no longer produce. Prints OK at the end.
  */
 public final class KafkaSecure {
     static Properties common(String bootstrap, String ca, String mech, String user, String pass) {
@@ -54,6 +72,7 @@ public final class KafkaSecure {
         switch (mode) {
             case "sasl" -> sasl(bootstrap, ca, user, pass, topic, group);
             case "refused" -> refused(bootstrap, ca, user, pass, topic, group);
+            case "acls" -> acls(bootstrap, ca, user, pass, topic, group);
             default -> throw new IllegalArgumentException(mode);
         }
         System.out.println("OK");
@@ -131,6 +150,139 @@ public final class KafkaSecure {
             throw new AssertionError("consumer polled without failing");
         } catch (SaslAuthenticationException e) {
             System.out.println("consumer refused: " + e.getMessage());
+        }
+    }
+
+    static Properties producerProps(Properties p) {
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        return p;
+    }
+
+    static Properties consumerProps(Properties p, String group) {
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        return p;
+    }
+
+    static void expectCause(String what, Exception e, Class<?> want) {
+        Throwable c = e;
+        while (c != null && !want.isInstance(c)) {
+            c = c.getCause();
+        }
+        if (c == null) {
+            throw new AssertionError(what + ": want " + want.getSimpleName() + ", got " + e, e);
+        }
+        System.out.println(what + " refused: " + c.getClass().getSimpleName() + ": " + c.getMessage());
+    }
+
+    static void acls(String bootstrap, String ca, String user, String pass, String topic, String group) throws Exception {
+        String erin = "User:erin", created = topic + "-created", other = topic + "-other";
+        try (Admin admin = Admin.create(common(bootstrap, ca, "SCRAM-SHA-512", user, pass))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1), new NewTopic(other, 1, (short) 1))).all().get();
+            List<AclBinding> bindings = List.of(
+                    new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                            new AccessControlEntry(erin, "*", AclOperation.WRITE, AclPermissionType.ALLOW)),
+                    new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                            new AccessControlEntry(erin, "*", AclOperation.READ, AclPermissionType.ALLOW)),
+                    new AclBinding(new ResourcePattern(ResourceType.GROUP, group, PatternType.LITERAL),
+                            new AccessControlEntry(erin, "*", AclOperation.READ, AclPermissionType.ALLOW)),
+                    new AclBinding(new ResourcePattern(ResourceType.TOPIC, created, PatternType.LITERAL),
+                            new AccessControlEntry(erin, "*", AclOperation.CREATE, AclPermissionType.ALLOW)));
+            admin.createAcls(bindings).all().get();
+            AclBindingFilter erinFilter = new AclBindingFilter(ResourcePatternFilter.ANY,
+                    new AccessControlEntryFilter(erin, null, AclOperation.ANY, AclPermissionType.ANY));
+            var described = admin.describeAcls(erinFilter).values().get();
+            if (described.size() != 4 || !described.containsAll(bindings)) {
+                throw new AssertionError("describeAcls: " + described);
+            }
+            System.out.println("describeAcls round-trips " + described.size() + " bindings");
+            // Producing needs data before erin reads it.
+            try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(common(bootstrap, ca, "SCRAM-SHA-512", user, pass)))) {
+                p.send(new ProducerRecord<>(other, "k", "not for erin")).get();
+            }
+        }
+
+        Properties ep = common(bootstrap, ca, "SCRAM-SHA-256", "erin", "erin-secret");
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps((Properties) ep.clone()))) {
+            p.send(new ProducerRecord<>(topic, "k", "v")).get();
+            System.out.println("erin produced to " + topic);
+            try {
+                p.send(new ProducerRecord<>(other, "k", "v")).get();
+                throw new AssertionError("erin produced to " + other);
+            } catch (ExecutionException e) {
+                expectCause("produce to " + other, e, TopicAuthorizationException.class);
+            }
+        }
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps((Properties) ep.clone(), group))) {
+            c.subscribe(List.of(topic));
+            List<String> got = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (got.isEmpty() && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    got.add(r.value());
+                }
+            }
+            if (!got.equals(List.of("v"))) {
+                throw new AssertionError("erin consumed " + got);
+            }
+            System.out.println("erin joined " + group + " and fetched " + got);
+        }
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps((Properties) ep.clone(), group + "-not-granted"))) {
+            c.subscribe(List.of(topic));
+            c.poll(Duration.ofSeconds(15));
+            throw new AssertionError("erin joined a group without READ on it");
+        } catch (GroupAuthorizationException e) {
+            System.out.println("group join refused: " + e.getMessage());
+        }
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps((Properties) ep.clone(), group))) {
+            c.assign(List.of(new org.apache.kafka.common.TopicPartition(other, 0)));
+            c.seekToBeginning(c.assignment());
+            var recs = c.poll(Duration.ofSeconds(15));
+            throw new AssertionError("erin fetched " + other + ": " + recs.count() + " records");
+        } catch (TopicAuthorizationException e) {
+            System.out.println("fetch refused: " + e.getMessage());
+        }
+        try (Admin ea = Admin.create((Properties) ep.clone())) {
+            ea.createTopics(List.of(new NewTopic(created, 1, (short) 1))).all().get();
+            System.out.println("erin created " + created);
+            try {
+                ea.createTopics(List.of(new NewTopic(topic + "-forbidden", 1, (short) 1))).all().get();
+                throw new AssertionError("erin created a topic without CREATE");
+            } catch (ExecutionException e) {
+                expectCause("create topic", e, TopicAuthorizationException.class);
+            }
+        }
+        try (Admin admin = Admin.create(common(bootstrap, ca, "SCRAM-SHA-512", user, pass))) {
+            var deleted = admin.deleteAcls(List.of(new AclBindingFilter(
+                    new ResourcePatternFilter(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                    new AccessControlEntryFilter(erin, null, AclOperation.WRITE, AclPermissionType.ALLOW)))).all().get();
+            if (deleted.size() != 1) {
+                throw new AssertionError("deleteAcls removed " + deleted);
+            }
+        }
+        // Without WRITE on any topic an idempotent producer is refused its
+        // producer id (InitProducerId needs IDEMPOTENT_WRITE or WRITE on some
+        // topic), as in Kafka; a non-idempotent one gets the topic error.
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps((Properties) ep.clone()))) {
+            p.send(new ProducerRecord<>(topic, "k", "v2")).get();
+            throw new AssertionError("erin produced after her WRITE ACL was deleted");
+        } catch (ExecutionException e) {
+            expectCause("idempotent produce after deleteAcls", e, org.apache.kafka.common.errors.ClusterAuthorizationException.class);
+        }
+        Properties plain = producerProps((Properties) ep.clone());
+        plain.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(plain)) {
+            p.send(new ProducerRecord<>(topic, "k", "v2")).get();
+            throw new AssertionError("erin produced after her WRITE ACL was deleted");
+        } catch (ExecutionException e) {
+            expectCause("produce after deleteAcls", e, TopicAuthorizationException.class);
         }
     }
 }
