@@ -23,7 +23,8 @@ package kafka
 //   - v1: generation, member id, per-partition timestamp (ignored).
 //   - v2: retention_time_ms (kafka-go). v3: throttle. v4: same.
 //   - v5: retention removed. v6: committed_leader_epoch.
-//   - v7: group_instance_id (unused). v8: flexible.
+//   - v7: group_instance_id: a superseded incarnation of a static member
+//     gets FENCED_INSTANCE_ID. v8: flexible.
 //   - v9: for a KIP-848 consumer group (package kconsumer) generation_id
 //     is the member epoch: an unknown member UNKNOWN_MEMBER_ID, an older
 //     epoch STALE_MEMBER_EPOCH, a newer one FENCED_MEMBER_EPOCH. Classic
@@ -59,6 +60,8 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 	} else {
 		err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 			switch {
+			case g != nil && req.Version >= 7 && g.CheckInstance(member, req.InstanceID) != 0:
+				code = g.CheckInstance(member, req.InstanceID)
 			case g != nil:
 				code = g.CommitCheck(member, gen)
 			case gen >= 0:
