@@ -51,6 +51,15 @@ type Security struct {
 	PulsarAuthorization    bool
 	PulsarSuperUserRoles   string
 	PulsarAuthRefreshCheck time.Duration
+	// AdminAuth turns on authentication of the admin HTTP API: "token"
+	// (bearer JWTs) and/or "tls" (client certificates; needs an https://
+	// listener and tls-client-auth). AdminRoles may do anything,
+	// AdminReadOnlyRoles only GET/HEAD. AdminOpenPaths stay open
+	// (default /healthz,/metrics; empty: nothing is open).
+	AdminAuth          string
+	AdminRoles         string
+	AdminReadOnlyRoles string
+	AdminOpenPaths     string
 	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
 	// long (bounded by an OAUTHBEARER token's expiry) and must
 	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
@@ -58,7 +67,7 @@ type Security struct {
 }
 
 func defaultSecurity() Security {
-	return Security{TokenRoleClaim: "sub", PulsarAuthRefreshCheck: time.Minute}
+	return Security{TokenRoleClaim: "sub", PulsarAuthRefreshCheck: time.Minute, AdminOpenPaths: "/healthz,/metrics"}
 }
 
 func splitRoles(v string) []string {
@@ -148,6 +157,25 @@ func (s Security) validate() []error {
 	if (s.PulsarAnonymousRole != "" || s.PulsarSuperUserRoles != "") && len(s.pulsarProviders()) == 0 {
 		errs = append(errs, errors.New("pulsar-anonymous-role and pulsar-superuser-roles need pulsar-authentication-providers"))
 	}
+	for _, p := range splitRoles(s.AdminAuth) {
+		switch strings.ToLower(p) {
+		case "token":
+			if !s.TokenConfig().Configured() {
+				errs = append(errs, errors.New("admin-auth token needs token-secret-key-file or token-public-key-file"))
+			}
+		case "tls":
+		default:
+			errs = append(errs, fmt.Errorf("admin-auth: %q is not token or tls", p))
+		}
+	}
+	if s.AdminAuth != "" && s.AdminRoles == "" && s.AdminReadOnlyRoles == "" {
+		errs = append(errs, errors.New("admin-auth needs admin-roles (and/or admin-read-only-roles): no role could do anything"))
+	}
+	for _, p := range splitRoles(s.AdminOpenPaths) {
+		if !strings.HasPrefix(p, "/") {
+			errs = append(errs, fmt.Errorf("admin-open-paths: %q is not a path", p))
+		}
+	}
 	if s.PulsarAuthRefreshCheck <= 0 {
 		errs = append(errs, fmt.Errorf("pulsar-auth-refresh-check %v must be positive", s.PulsarAuthRefreshCheck))
 	}
@@ -171,6 +199,10 @@ var securitySettings = []setting{
 	boolSetting("pulsar-authorization", "Pulsar authorization: superusers, tenant admins, namespace/topic permissions", func(c *Config) *bool { return &c.PulsarAuthorization }),
 	mk("pulsar-superuser-roles", "Pulsar roles allowed everything, comma-separated", func(c *Config) *string { return &c.PulsarSuperUserRoles }),
 	durationSetting("pulsar-auth-refresh-check", "how often Pulsar sessions are checked for expired tokens (AUTH_CHALLENGE)", func(c *Config) *time.Duration { return &c.PulsarAuthRefreshCheck }),
+	mk("admin-auth", "admin HTTP API authentication: token and/or tls (empty: open)", func(c *Config) *string { return &c.AdminAuth }),
+	mk("admin-roles", "roles (token role claim or certificate CN) allowed every admin API call, comma-separated", func(c *Config) *string { return &c.AdminRoles }),
+	mk("admin-read-only-roles", "roles allowed only GET/HEAD on the admin API, comma-separated", func(c *Config) *string { return &c.AdminReadOnlyRoles }),
+	mk("admin-open-paths", "admin paths served without authentication", func(c *Config) *string { return &c.AdminOpenPaths }),
 	durationSetting("kafka-max-reauth", "Kafka connections.max.reauth.ms: SASL session lifetime before re-authentication (0: never)", func(c *Config) *time.Duration { return &c.KafkaMaxReauth }),
 }
 
@@ -191,6 +223,5 @@ func (c Config) listenerAuthenticated(s listener.Spec) bool {
 	return s.Security.SASL
 }
 
-// adminAuthenticated: the admin HTTP API requires credentials (see
-// admin auth); until it does, HTTP listeners are unauthenticated.
-func (c Config) adminAuthenticated() bool { return false }
+// adminAuthenticated: the admin HTTP API requires credentials.
+func (c Config) adminAuthenticated() bool { return len(c.adminAuthProviders()) > 0 }
