@@ -309,11 +309,40 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 			if d.Start > next {
 				return nil, 0, fmt.Errorf("%w: index gap at %d of %v", errSourceMoved, next, h.ID)
 			}
+			// Recent commits are usually still in the tail cache: take
+			// them from memory instead of one ranged GET per run.
+			for next < d.End {
+				cached := c.tail.read(h.ID, next, d.End, 8<<20, 1<<16)
+				if len(cached) == 0 || cached[0].Offset != next && cached[0].Offset+int64(cached[0].RecordCount) <= next {
+					break
+				}
+				progressed := false
+				for _, e := range cached {
+					if e.Offset+int64(e.RecordCount) <= next {
+						continue
+					}
+					if e.Offset != next {
+						break
+					}
+					if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+						return nil, 0, err
+					}
+					next = e.Offset + int64(e.RecordCount)
+					size += int64(len(e.Payload))
+					progressed = true
+				}
+				if !progressed {
+					break
+				}
+			}
 			rd, err := c.readerByName(d.Provider)
 			if err != nil {
 				return nil, 0, err
 			}
 			for i, pt := range d.Parts {
+				if d.partEnd(i) <= next {
+					continue
+				}
 				for next < d.partEnd(i) {
 					entries, err := rd.Read(ctx, pt.Target, pt.Start, next, 8<<20)
 					if err != nil {

@@ -7,7 +7,7 @@
 //
 // Nothing here runs in CI: every test skips unless its flag is given:
 //
-//	go test ./bench/lifecyclebench -run TestSpace -v -timeout 30m -lcbench.space [-lcbench.bytes 2GiB]
+//	go test ./bench/lifecyclebench -run TestSpace -v -timeout 30m -lcbench.space [-lcbench.bytes N] [-lcbench.writerate MB/s] [-lcbench.args "--gc-grace 2s ..."]
 //	go test ./bench/lifecyclebench -run TestCatchUp -v -timeout 30m -lcbench.catchup [-lcbench.backlog 512MiB]
 //
 // It owns only measurement; correctness is server/lifecycletest's job.
@@ -42,8 +42,11 @@ var (
 	totalBytes  = flag.Int64("lcbench.bytes", 2<<30, "TestSpace: bytes of record values to produce")
 	backlog     = flag.Int64("lcbench.backlog", 512<<20, "TestCatchUp: backlog bytes (record values) to read back")
 	loadRate    = flag.Float64("lcbench.rate", 50, "TestCatchUp: produce rate in MB/s while materializing")
+	writeRate   = flag.Float64("lcbench.writerate", 0, "TestSpace: produce rate in MB/s of the write phase (0: as fast as acknowledged)")
 	extraArgs   = flag.String("lcbench.args", "", "extra `nereus serve` flags (space separated)")
 	recordSize  = flag.Int("lcbench.record", 16<<10, "record value size")
+	batchBytes  = flag.Int("lcbench.batch", 1<<20, "producer max batch bytes (small batches make small WAL runs)")
+	catchParts  = flag.Int("lcbench.partitions", 4, "TestCatchUp: partitions of the backlog topic")
 )
 
 func serverArgs(base ...string) []string {
@@ -114,7 +117,7 @@ type producer struct {
 
 func newProducer(t *testing.T, addr string) *producer {
 	p := &producer{cl: newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))}
+		kgo.ProducerBatchMaxBytes(int32(*batchBytes)), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))}
 	rnd := rand.New(rand.NewSource(1))
 	for i := 0; i < 64; i++ {
 		b := make([]byte, *recordSize)
@@ -262,7 +265,7 @@ func TestSpace(t *testing.T) {
 		}
 	}()
 
-	prod.run(ctx, targets, 0, func(sent int64) bool { return sent >= *totalBytes })
+	prod.run(ctx, targets, *writeRate*1e6, func(sent int64) bool { return sent >= *totalBytes })
 	writeEnd := time.Since(start)
 	// Delete half the topics; a trickle keeps the others alive.
 	phase.Store("deleted+trickle")
@@ -323,7 +326,7 @@ func TestCatchUp(t *testing.T) {
 	if !*catchupFlag {
 		t.Skip("benchmark: run with -lcbench.catchup") // skip-ok: opt-in benchmark, not a test
 	}
-	const parts = 4
+	parts := *catchParts
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
@@ -358,10 +361,10 @@ func TestCatchUp(t *testing.T) {
 		srv := testserver.Start(t, testserver.Options{DisablePulsar: true, Args: serverArgs(args...)})
 		c := srv.Client()
 		topic := "catchup-" + label
-		createTopics(t, ctx, srv.KafkaAddr(), parts, nil, topic)
+		createTopics(t, ctx, srv.KafkaAddr(), int32(parts), nil, topic)
 		prod := newProducer(t, srv.KafkaAddr())
 		var ts []target
-		for p := int32(0); p < parts; p++ {
+		for p := int32(0); p < int32(parts); p++ {
 			ts = append(ts, target{topic, p})
 		}
 		// Sample materialization while producing.
@@ -415,7 +418,7 @@ func TestCatchUp(t *testing.T) {
 		srv.Restart() // fresh process: no tail cache, no footers
 		offs := map[int32]kgo.Offset{}
 		ends := map[int32]int64{}
-		for p := int32(0); p < parts; p++ {
+		for p := int32(0); p < int32(parts); p++ {
 			offs[p] = kgo.NewOffset().At(0)
 			info, err := c.DescribeStream(ctx, "kafka/"+topic+"/"+strconv.Itoa(int(p)))
 			if err != nil {
@@ -453,7 +456,7 @@ func TestCatchUp(t *testing.T) {
 		return readMBs
 	}
 	gen := run("generations", *loadRate, "--generation-max-age", "5s")
-	wal := run("wal", 0, "--generation-max-age", "100000h", "--generation-bytes", "1TiB")
+	wal := run("wal", 0, "--generation-max-age", "100000h", "--generation-bytes", "1024GiB")
 	t.Logf("catch-up: generations %.0f MB/s, WAL %.0f MB/s (%.2fx), file %.0f MB/s (generations = %.0f%% of it)", gen, wal, gen/wal, fileMBs, 100*gen/fileMBs)
 }
 

@@ -340,8 +340,8 @@ func (e *lc) profilesReadBack(t *testing.T, profiles []string) {
 				}
 				if materializes(profile) {
 					info = e.waitMaterialized(t, ctx, streamName(topic, p))
-					if n := e.genObjects(t, info.ID); n < 3 {
-						t.Fatalf("%s: %d generation objects for %d bytes, want several of 64 KiB", info.Name, n, info.CommittedBytes)
+					if n := e.genObjects(t, info.ID); n < 2 {
+						t.Fatalf("%s: %d generation objects for %d bytes, want at least 2 (64 KiB target; a generation holds whole commits, so under load fewer, larger ones)", info.Name, n, info.CommittedBytes)
 					}
 				} else if info.MaterializedThrough != 0 {
 					t.Fatalf("%s: BOOKKEEPER_WAL_ONLY stream materialized through %d", info.Name, info.MaterializedThrough)
@@ -702,8 +702,8 @@ func (e *lc) pulsarRound(t *testing.T) {
 	}
 	p.Close()
 	info := e.waitMaterialized(t, ctx, "pulsar/persistent/public/default/"+local)
-	if n := e.genObjects(t, info.ID); n < 3 {
-		t.Fatalf("%s: %d generation objects, want several", info.Name, n)
+	if n := e.genObjects(t, info.ID); n < 2 {
+		t.Fatalf("%s: %d generation objects, want at least 2", info.Name, n)
 	}
 	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "catchup",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
