@@ -71,9 +71,9 @@ func (m *materializer) urge(id ID) {
 	m.mu.Lock()
 	m.urgent[id] = true
 	m.mu.Unlock()
-	m.c.background.Add(1)
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	// Refused once Close waits for background work; appends waiting for
+	// the generation then fail with their owner.
+	m.c.goBackground(func() {
 		h, _, err := m.c.readHeadView(m.c.ctx, id)
 		if err == nil {
 			m.consider(h)
@@ -147,9 +147,7 @@ func (m *materializer) consider(h *head) genPlan {
 	m.running[h.ID] = true
 	delete(m.urgent, h.ID)
 	m.mu.Unlock()
-	m.c.background.Add(1)
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	if !m.c.goBackground(func() {
 		ctx := m.c.ctx // the task outlives the pass that planned it
 		select {
 		case m.sem <- struct{}{}:
@@ -164,7 +162,11 @@ func (m *materializer) consider(h *head) genPlan {
 			m.c.lc.materializeFailures.Add(1)
 			m.c.log.Warn("materialization failed", "stream", h.ID, "name", h.Name, "err", err)
 		}
-	})
+	}) {
+		m.mu.Lock() // Close waits for background work: the task never ran
+		delete(m.running, h.ID)
+		m.mu.Unlock()
+	}
 	return plan
 }
 
