@@ -172,6 +172,14 @@ func newPulsarFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		Cluster:   d.Cluster,
 		Logger:    d.Logger.With("frontend", "pulsar"),
 		Ledgers:   ml,
+		Auth: pulsar.AuthConfig{
+			Providers:      d.Config.pulsarProviders(),
+			Tokens:         d.Tokens,
+			AnonymousRole:  d.Config.PulsarAnonymousRole,
+			Authorization:  d.Config.PulsarAuthorization,
+			SuperUserRoles: splitRoles(d.Config.PulsarSuperUserRoles),
+			RefreshCheck:   d.Config.PulsarAuthRefreshCheck,
+		},
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err
