@@ -239,7 +239,7 @@ func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Parti
 	if transactional {
 		tp := ktxn.TopicPartition{Topic: t.Name, Partition: p.Index}
 		app, err = s.store.AppendTransactional(ctx, p, h.ProducerID, h.ProducerEpoch, func() error {
-			if code := s.txns.Verify(*txnID, h.ProducerID, h.ProducerEpoch, tp); code != 0 {
+			if code := s.txns.VerifyAt(ctx, *txnID, h.ProducerID, h.ProducerEpoch, tp); code != 0 {
 				return codeError(code)
 			}
 			return nil

@@ -26,7 +26,10 @@ package kafka
 //     the aborted transactions (producer id, first offset) whose abort
 //     marker is at or after fetch_offset and which began before the end of
 //     the returned data; the client skips those producers' batches up to
-//     their abort marker, which it reads in the same data.
+//     their abort marker, which it reads in the same data. Only the
+//     partition's leader keeps its transaction state: a read_committed
+//     fetch elsewhere gets NOT_LEADER_OR_FOLLOWER (a read_uncommitted one
+//     is served, with last_stable_offset = high watermark).
 //   - Any broker serves a fetch for any partition (storage is shared; the
 //     leader's tail cache makes it the cheapest, not the only, reader). A
 //     fetch never takes an append session.
@@ -56,6 +59,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"time"
 
@@ -253,7 +257,7 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 				op.ErrorCode = errorCode(err)
 				continue
 			}
-			lso, err := s.store.StableOffset(ctx, fp.part, end)
+			lso, err := stableOffset(ctx, s, fp.part, end, committed)
 			if err != nil {
 				op.ErrorCode = errorCode(err)
 				continue
@@ -275,9 +279,10 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 			}
 			continue
 		}
-		lso, err := s.store.StableOffset(ctx, fp.part, res.EndOffset)
+		lso, err := stableOffset(ctx, s, fp.part, res.EndOffset, committed)
 		if err != nil {
 			op.ErrorCode = errorCode(err)
+			fp.entries, fp.size = nil, 0
 			continue
 		}
 		op.LastStableOffset = lso
@@ -316,6 +321,18 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 		}
 	}
 	return total
+}
+
+// stableOffset is the partition's last stable offset. Only the leader
+// keeps transaction state: elsewhere a read_committed fetch gets
+// NOT_LEADER_OR_FOLLOWER (the client then fetches from the leader), and a
+// read_uncommitted one, which does not use it, is told the high watermark.
+func stableOffset(ctx context.Context, s *Server, p *kstore.Partition, hwm int64, committed bool) (int64, error) {
+	lso, err := s.store.StableOffset(ctx, p, hwm)
+	if err != nil && !committed && errors.Is(err, kstore.ErrNotLeader) {
+		return hwm, nil
+	}
+	return lso, err
 }
 
 // waitForCommit blocks until any requested partition's head changes, the

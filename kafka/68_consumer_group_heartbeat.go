@@ -22,7 +22,10 @@ package kafka
 //   - A group id in use by a classic group with members gets
 //     GROUP_ID_NOT_FOUND ("not a consumer group").
 //   - Group state is in memory: after a restart members rejoin (their next
-//     heartbeat gets UNKNOWN_MEMBER_ID); committed offsets survive.
+//     heartbeat gets UNKNOWN_MEMBER_ID); committed offsets survive. In a
+//     cluster only the owner of the group's key coordinates it: elsewhere
+//     NOT_COORDINATOR, and a broker that stops owning a group forgets it
+//     (its members rejoin at the new coordinator).
 //
 // Version notes:
 //   - v0: the server generates member ids (not done here: v0 clients must

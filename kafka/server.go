@@ -279,7 +279,8 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
 	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
-		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now})
+		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now,
+		Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval,
 		Owns: func(id string) bool { return node.Owns(cluster.TxnKey(id)) }})
@@ -337,6 +338,7 @@ func (s *Server) followCluster() {
 	for {
 		ch := s.cluster.Changes()
 		s.groups.Reconcile()
+		s.consumers.Reconcile()
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.txns.Reconcile(rctx); err != nil {
 			s.log.Warn("kafka: reloading transactions after a cluster change failed", "err", err)

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,6 +48,8 @@ var (
 	recordSize  = flag.Int("lcbench.record", 16<<10, "record value size")
 	batchBytes  = flag.Int("lcbench.batch", 1<<20, "producer max batch bytes (small batches make small WAL runs)")
 	catchParts  = flag.Int("lcbench.partitions", 4, "TestCatchUp: partitions of the backlog topic")
+	profile     = flag.String("lcbench.profile", "", "TestSpace: nereus.storage.profile of the topics (BookKeeper ones need --bookkeeper-zk in -lcbench.args)")
+	bkEnvDir    = flag.String("lcbench.bkenv", "", "TestSpace: BK_ENV_DIR of a scripts/bookkeeper-env.sh cluster: count its ledgers (BookieShell listledgers) every sample")
 )
 
 func serverArgs(base ...string) []string {
@@ -183,7 +186,12 @@ func TestSpace(t *testing.T) {
 	for i := 0; i < topicsN; i++ {
 		topics = append(topics, fmt.Sprintf("space-%d", i))
 	}
-	createTopics(t, ctx, srv.KafkaAddr(), parts, map[string]string{"retention.ms": strconv.Itoa(retMs), "retention.bytes": strconv.Itoa(retBytes)}, topics...)
+	topicCfg := map[string]string{"retention.ms": strconv.Itoa(retMs), "retention.bytes": strconv.Itoa(retBytes)}
+	if *profile != "" {
+		topicCfg["nereus.storage.profile"] = *profile
+	}
+	createTopics(t, ctx, srv.KafkaAddr(), parts, topicCfg, topics...)
+	ledgers0 := countLedgers(t)
 
 	var mu sync.Mutex
 	live := append([]string(nil), topics...)
@@ -210,6 +218,7 @@ func TestSpace(t *testing.T) {
 		segs, objs, recs, streams int64
 		trims                     int64
 		produced                  int64
+		ledgers, deletedLedgers   int64
 	}
 	var samples []sample
 	var phase atomic.Value
@@ -246,7 +255,9 @@ func TestSpace(t *testing.T) {
 		}
 		if st, err := c.GCStatus(ctx); err == nil {
 			s.segs, s.objs, s.recs, s.streams, s.trims = st.Stats.DeletedSegments, st.Stats.DeletedObjects, st.Stats.DeletedRecords, st.Stats.DeletedStreams, st.Stats.RetentionTrims
+			s.deletedLedgers = st.Stats.DeletedLedgers
 		}
+		s.ledgers = countLedgers(t) - ledgers0
 		samples = append(samples, s)
 	}
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -289,7 +300,7 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata.db MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ max(window, retained) | GC deleted segments / gen objects / records / streams | retention trims |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata.db MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ max(window, retained) | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
@@ -306,12 +317,30 @@ func TestSpace(t *testing.T) {
 				maxRate = max(maxRate, float64((s.segs+s.objs+s.recs)-(p.segs+p.objs+p.recs))/dt)
 			}
 		}
-		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d / %d / %d / %d | %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, s.segs, s.objs, s.recs, s.streams, s.trims)
+		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d / %d / %d / %d | %d | %d / %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers)
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
 	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata.db %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
 		mb(peak), mb(last.objects), mb(last.meta), maxRate)
+}
+
+// countLedgers is the number of ledgers in the -lcbench.bkenv cluster
+// (0 without one). It lists every ledger of the cluster, so TestSpace
+// reports the difference from its start.
+func countLedgers(t *testing.T) int64 {
+	if *bkEnvDir == "" {
+		return 0
+	}
+	root, _ := filepath.Abs("../..")
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "bookkeeper-env.sh"), "shell", "listledgers")
+	cmd.Env = append(os.Environ(), "BK_ENV_DIR="+*bkEnvDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Logf("listledgers: %v", err)
+		return 0
+	}
+	return int64(strings.Count(string(out), "ledgerID:"))
 }
 
 // TestCatchUp: a backlog of -lcbench.backlog bytes in one topic (4

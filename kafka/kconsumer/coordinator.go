@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TopicSource resolves subscriptions against the topics that exist.
@@ -24,7 +26,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// DefaultAssignor when no member names one (default "uniform").
 	DefaultAssignor string
-	Now             func() time.Time
+	// Owns reports whether this broker coordinates a group (cluster
+	// placement; nil: every group). Heartbeats for other groups get
+	// NOT_COORDINATOR; Reconcile forgets groups that moved away.
+	Owns func(group string) bool
+	Now  func() time.Time
 }
 
 // Coordinator holds this broker's consumer groups. Every operation on a
@@ -57,6 +63,9 @@ func New(topics TopicSource, cfg Config) *Coordinator {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Owns == nil {
+		cfg.Owns = func(string) bool { return true }
 	}
 	c := &Coordinator{cfg: cfg, topics: topics, groups: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
@@ -114,6 +123,9 @@ func (c *Coordinator) entry(id string, create bool) *entry {
 
 // Heartbeat handles one ConsumerGroupHeartbeat.
 func (c *Coordinator) Heartbeat(ctx context.Context, group string, hb Heartbeat) Answer {
+	if !c.cfg.Owns(group) {
+		return Answer{Code: kerr.NotCoordinator.Code, Message: "another broker coordinates group " + group}
+	}
 	e := c.entry(group, true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -194,6 +206,20 @@ func (c *Coordinator) List() []Summary {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Reconcile forgets the groups this broker no longer coordinates (after a
+// cluster change). Their members get NOT_COORDINATOR on their next
+// heartbeat, find the new coordinator and rejoin there (the group state
+// is not carried over; committed offsets are in the metadata store).
+func (c *Coordinator) Reconcile() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.groups {
+		if !c.cfg.Owns(id) {
+			delete(c.groups, id)
+		}
+	}
 }
 
 // Delete forgets an empty group; false if it has members.

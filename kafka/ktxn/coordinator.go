@@ -541,11 +541,7 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []
 // epoch and includes the partition. It reads only the published view.
 func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartition) int16 {
 	if !c.cfg.Owns(id) {
-		// Another broker coordinates the id; verifying with it over the
-		// network (AddPartitionsToTxn v4 verify_only) is not built, so the
-		// batch is refused with a retriable error rather than checked
-		// against a view that may be stale.
-		return kerr.NotEnoughReplicas.Code
+		return kerr.NotCoordinator.Code // VerifyAt reads the store for these
 	}
 	c.mu.Lock()
 	e := c.txns[id]
@@ -565,6 +561,39 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartitio
 	case epoch > v.Epoch:
 		return kerr.InvalidProducerEpoch.Code
 	case v.State != Ongoing || !v.hasPartition(tp):
+		return kerr.InvalidTxnState.Code
+	}
+	return 0
+}
+
+// VerifyAt is Verify for any transactional id: for ids another broker
+// coordinates it reads the id's record from the metadata store (a
+// linearizable read, made under the partition's index lock: a coordinator
+// that decided the transaction stored Prepare* before it asked for the
+// partition's marker, so the read either sees the decision or the batch is
+// appended before the marker). With lazy completion a stored Prepare* may
+// already be complete; either way no batch is accepted for it.
+func (c *Coordinator) VerifyAt(ctx context.Context, id string, pid int64, epoch int16, tp TopicPartition) int16 {
+	if c.cfg.Owns(id) {
+		return c.Verify(id, pid, epoch, tp)
+	}
+	r, err := c.meta.Get(ctx, txnKey(id))
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return kerr.InvalidTxnState.Code
+	}
+	if err != nil {
+		return kerr.NotEnoughReplicas.Code // retriable: the store is unreachable
+	}
+	var rec Record
+	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.V != recordVersion {
+		return kerr.NotEnoughReplicas.Code
+	}
+	switch {
+	case rec.ProducerID != pid:
+		return kerr.InvalidProducerIDMapping.Code
+	case epoch != rec.Epoch:
+		return kerr.InvalidProducerEpoch.Code
+	case rec.State != Ongoing || !rec.hasPartition(tp):
 		return kerr.InvalidTxnState.Code
 	}
 	return 0
