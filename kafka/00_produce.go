@@ -141,6 +141,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		}
 	}
 
+	user := r.principalName()
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -153,7 +154,7 @@ func handleProduce(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			for i := range targets {
 				n += targets[i].bytes
 			}
-			resp.ThrottleMillis = r.throttleProduce(n)
+			resp.ThrottleMillis = r.throttleProduce(user, n)
 		}()
 		for i := range targets {
 			t := &targets[i]
@@ -238,7 +239,7 @@ func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Parti
 	if transactional {
 		tp := ktxn.TopicPartition{Topic: t.Name, Partition: p.Index}
 		app, err = s.store.AppendTransactional(ctx, p, h.ProducerID, h.ProducerEpoch, func() error {
-			if code := s.txns.Verify(*txnID, h.ProducerID, h.ProducerEpoch, tp); code != 0 {
+			if code := s.txns.VerifyAt(ctx, *txnID, h.ProducerID, h.ProducerEpoch, tp); code != 0 {
 				return codeError(code)
 			}
 			return nil

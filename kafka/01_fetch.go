@@ -26,7 +26,10 @@ package kafka
 //     the aborted transactions (producer id, first offset) whose abort
 //     marker is at or after fetch_offset and which began before the end of
 //     the returned data; the client skips those producers' batches up to
-//     their abort marker, which it reads in the same data.
+//     their abort marker, which it reads in the same data. Only the
+//     partition's leader keeps its transaction state: a read_committed
+//     fetch elsewhere gets NOT_LEADER_OR_FOLLOWER (a read_uncommitted one
+//     is served, with last_stable_offset = high watermark).
 //   - Any broker serves a fetch for any partition (storage is shared; the
 //     leader's tail cache makes it the cheapest, not the only, reader). A
 //     fetch never takes an append session.
@@ -56,6 +59,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"time"
 
@@ -137,10 +141,11 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	total := fillFetch(r.ctx, s, parts, maxBytes, committed)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int(req.MinBytes) || maxWait <= 0 || anyFetchError(parts) || redirected {
-		throttleFetch(r, reply, total)
+		throttleFetch(r, r.principalName(), reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply, nil, nil
 	}
+	user := r.principalName()
 	return nil, func() kmsg.Response {
 		deadline := time.NewTimer(maxWait)
 		defer deadline.Stop()
@@ -150,7 +155,7 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			}
 			total = fillFetch(r.ctx, s, parts, maxBytes, committed)
 		}
-		total = throttleFetch(r, reply, total)
+		total = throttleFetch(r, user, reply, total)
 		s.stats.FetchedBytes.Add(int64(total))
 		return reply
 	}, nil
@@ -160,11 +165,11 @@ func handleFetch(r *request) (kmsg.Response, func() kmsg.Response, error) {
 // take its client over the quota is answered without records (its bytes
 // not counted) with throttle_time_ms, and the connection pauses. It
 // returns the record bytes left in the reply.
-func throttleFetch(r *request, reply *fetchReply, total int) int {
+func throttleFetch(r *request, user string, reply *fetchReply, total int) int {
 	if total == 0 {
 		return 0
 	}
-	user, client := r.principalName(), r.hdr.clientID
+	client := r.hdr.clientID
 	d := r.s.quotas.record(r.ctx, kstore.QuotaConsumerByteRate, user, client, total)
 	if d <= 0 {
 		return total
@@ -252,7 +257,7 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 				op.ErrorCode = errorCode(err)
 				continue
 			}
-			lso, err := s.store.StableOffset(ctx, fp.part, end)
+			lso, err := stableOffset(ctx, s, fp.part, end, committed)
 			if err != nil {
 				op.ErrorCode = errorCode(err)
 				continue
@@ -274,9 +279,10 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 			}
 			continue
 		}
-		lso, err := s.store.StableOffset(ctx, fp.part, res.EndOffset)
+		lso, err := stableOffset(ctx, s, fp.part, res.EndOffset, committed)
 		if err != nil {
 			op.ErrorCode = errorCode(err)
+			fp.entries, fp.size = nil, 0
 			continue
 		}
 		op.LastStableOffset = lso
@@ -315,6 +321,18 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 		}
 	}
 	return total
+}
+
+// stableOffset is the partition's last stable offset. Only the leader
+// keeps transaction state: elsewhere a read_committed fetch gets
+// NOT_LEADER_OR_FOLLOWER (the client then fetches from the leader), and a
+// read_uncommitted one, which does not use it, is told the high watermark.
+func stableOffset(ctx context.Context, s *Server, p *kstore.Partition, hwm int64, committed bool) (int64, error) {
+	lso, err := s.store.StableOffset(ctx, p, hwm)
+	if err != nil && !committed && errors.Is(err, kstore.ErrNotLeader) {
+		return hwm, nil
+	}
+	return lso, err
 }
 
 // waitForCommit blocks until any requested partition's head changes, the

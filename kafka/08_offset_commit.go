@@ -23,8 +23,13 @@ package kafka
 //   - v1: generation, member id, per-partition timestamp (ignored).
 //   - v2: retention_time_ms (kafka-go). v3: throttle. v4: same.
 //   - v5: retention removed. v6: committed_leader_epoch.
-//   - v7: group_instance_id (unused). v8: flexible.
-//   - v9+ (KIP-848 member epochs) is not advertised.
+//   - v7: group_instance_id: a superseded incarnation of a static member
+//     gets FENCED_INSTANCE_ID. v8: flexible.
+//   - v9: for a KIP-848 consumer group (package kconsumer) generation_id
+//     is the member epoch: an unknown member UNKNOWN_MEMBER_ID, an older
+//     epoch STALE_MEMBER_EPOCH, a newer one FENCED_MEMBER_EPOCH. Classic
+//     groups keep the generation rules at every version.
+//   - v10 (topic ids) is not advertised.
 
 import (
 	"time"
@@ -36,7 +41,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 )
 
-func init() { regKey(8, 0, 8, handleOffsetCommit) }
+func init() { regKey(8, 0, 9, handleOffsetCommit) }
 
 const maxOffsetMetadata = 4096
 
@@ -50,9 +55,13 @@ func handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, error)
 	var code int16
 	if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
+	} else if c, ok := r.s.consumers.CheckCommit(req.Group, member, gen); ok {
+		code = c // a KIP-848 group: generation is the member epoch
 	} else {
 		err := r.s.groups.Do(req.Group, false, func(g *kgroup.Group, now time.Time) {
 			switch {
+			case g != nil && req.Version >= 7 && g.CheckInstance(member, req.InstanceID) != 0:
+				code = g.CheckInstance(member, req.InstanceID)
 			case g != nil:
 				code = g.CommitCheck(member, gen)
 			case gen >= 0:

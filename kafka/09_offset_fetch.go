@@ -15,7 +15,9 @@ package kafka
 //   - v1: same as v0 (kafka-go). v2: null topics = all, top-level error.
 //   - v3: throttle. v4: same. v5: leader epoch. v6: flexible.
 //   - v7: require_stable. v8: batched groups.
-//   - v9+ (KIP-848 member epochs) is not advertised.
+//   - v9: member id/epoch; for a KIP-848 consumer group they are checked
+//     like OffsetCommit's (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+//   - v10 (topic ids) is not advertised.
 
 import (
 	"sort"
@@ -26,7 +28,7 @@ import (
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 )
 
-func init() { regKey(9, 0, 8, handleOffsetFetch) }
+func init() { regKey(9, 0, 9, handleOffsetFetch) }
 
 type offsetPartition struct {
 	Partition   int32
@@ -95,6 +97,11 @@ func handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Response, error) 
 				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 			}
 			res, code := fetchGroupOffsets(r, rg.Group, topics, rg.Topics == nil, req.RequireStable)
+			if req.Version >= 9 && rg.MemberID != nil {
+				if c, ok := r.s.consumers.CheckCommit(rg.Group, *rg.MemberID, rg.MemberEpoch); ok && c != 0 {
+					res, code = nil, c
+				}
+			}
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range res {

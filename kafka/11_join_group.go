@@ -1,6 +1,6 @@
 package kafka
 
-// JoinGroup: v0-4
+// JoinGroup: v0-9
 //
 // Behavior:
 //   - Classic group protocol (package kgroup): a join moves the group to
@@ -15,8 +15,17 @@ package kafka
 //     (default 6s-30m) get INVALID_SESSION_TIMEOUT.
 //   - No initial rebalance delay (group.initial.rebalance.delay.ms): the first
 //     member to join an empty group forms a generation at once.
-//   - Static membership (group.instance.id, v5+) is not implemented, so v5+
-//     is not advertised.
+//   - Static membership (KIP-345, group.instance.id, v5+): a restarted
+//     instance joining without a member id takes over its member (new id,
+//     same assignment, same place and leadership); with unchanged metadata
+//     in a Stable group there is no rebalance (a leader gets the member
+//     list with skip_assignment, v9). The superseded id gets
+//     FENCED_INSTANCE_ID on every request (JoinGroup, Heartbeat, SyncGroup,
+//     OffsetCommit, TxnOffsetCommit, LeaveGroup). Static members are kept
+//     across coordinator failover (their instance ids are in the persisted
+//     group snapshot).
+//   - A group id that a KIP-848 consumer group uses gets
+//     INCONSISTENT_GROUP_PROTOCOL.
 //   - On shutdown a waiting join is answered NOT_COORDINATOR so the client
 //     rediscovers the coordinator.
 //
@@ -24,6 +33,8 @@ package kafka
 //   - v0: kafka-go legacy, librdkafka < 2.11 GSSAPI feature needs v0 in range.
 //   - v1: rebalance_timeout_ms. v2: throttle. v3: same.
 //   - v4: MEMBER_ID_REQUIRED allowed (not used).
+//   - v5: group_instance_id. v6: flexible. v7: protocol type and name in
+//     the response. v8: reason (ignored). v9: skip_assignment.
 
 import (
 	"net"
@@ -35,7 +46,7 @@ import (
 	"time"
 )
 
-func init() { regKey(11, 0, 4, handleJoinGroup) }
+func init() { regKey(11, 0, 9, handleJoinGroup) }
 
 func clientHost(c *conn) string {
 	if ta, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -46,9 +57,12 @@ func clientHost(c *conn) string {
 
 func handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.JoinGroupRequest)
-	if req.Group == "" {
+	if req.Group == "" || r.s.consumers.Exists(req.Group) {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode = kerr.InvalidGroupID.Code
+		if req.Group != "" {
+			resp.ErrorCode = kerr.InconsistentGroupProtocol.Code // a KIP-848 group uses the id
+		}
 		resp.Generation = -1
 		return resp, nil, nil
 	}
@@ -61,7 +75,11 @@ func handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			imm.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return
 		}
-		imm = g.Join(now, req, clientID, clientHost(r.c), kgroup.NewMemberID(clientID), reply)
+		prefix := clientID
+		if req.Version >= 5 && req.InstanceID != nil && *req.InstanceID != "" {
+			prefix = *req.InstanceID // Kafka names static members <instance>-<uuid>
+		}
+		imm = g.Join(now, req, clientID, clientHost(r.c), kgroup.NewMemberID(prefix), reply)
 	})
 	if err != nil {
 		imm = req.ResponseKind().(*kmsg.JoinGroupResponse)

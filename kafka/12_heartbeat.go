@@ -31,6 +31,12 @@ func handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
+		if req.Version >= 3 {
+			if c := g.CheckInstance(req.MemberID, req.InstanceID); c != 0 {
+				resp.ErrorCode = c
+				return
+			}
+		}
 		resp.ErrorCode = g.Heartbeat(now, req.MemberID, req.Generation)
 	})
 	if err != nil {

@@ -37,9 +37,12 @@ func handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		for _, m := range req.Members {
 			rm := kmsg.NewLeaveGroupResponseMember()
 			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
-			if g == nil {
+			switch {
+			case g == nil:
 				rm.ErrorCode = kerr.UnknownMemberID.Code
-			} else {
+			case m.InstanceID != nil && *m.InstanceID != "":
+				rm.ErrorCode = g.LeaveInstance(now, m.MemberID, *m.InstanceID)
+			default:
 				rm.ErrorCode = g.Leave(now, m.MemberID)
 			}
 			resp.Members = append(resp.Members, rm)

@@ -36,6 +36,13 @@ func handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response, error) {
 			imm.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
+		if req.Version >= 3 {
+			if c := g.CheckInstance(req.MemberID, req.InstanceID); c != 0 {
+				imm = req.ResponseKind().(*kmsg.SyncGroupResponse)
+				imm.ErrorCode = c
+				return
+			}
+		}
 		imm = g.Sync(now, req, reply)
 	})
 	if err != nil {

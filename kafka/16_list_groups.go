@@ -3,8 +3,10 @@ package kafka
 // ListGroups: v0-5
 //
 // Behavior:
-//   - Lists groups with members and groups that only have committed
-//     offsets (state Empty). Every group is a classic group.
+//   - Lists groups with members — KIP-848 consumer groups (group_type
+//     "consumer", states Assigning/Reconciling/Stable) and classic groups —
+//     and groups that only have committed offsets (state Empty, type
+//     classic).
 //   - v4 states_filter and v5 types_filter are applied (case-insensitive, as
 //     Kafka does).
 //
@@ -24,7 +26,7 @@ func handleListGroups(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	seen := map[string]bool{}
-	add := func(id, protocolType, state string) {
+	add := func(id, protocolType, state, typ string) {
 		if seen[id] {
 			return
 		}
@@ -32,15 +34,20 @@ func handleListGroups(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
 			return
 		}
-		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, typ) {
 			return
 		}
 		g := kmsg.NewListGroupsResponseGroup()
-		g.Group, g.ProtocolType, g.GroupState, g.GroupType = id, protocolType, state, "classic"
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = id, protocolType, state, typ
 		resp.Groups = append(resp.Groups, g)
 	}
+	for _, g := range r.s.consumers.List() {
+		if g.State != "Empty" {
+			add(g.ID, "consumer", g.State, "consumer")
+		}
+	}
 	for _, g := range r.s.groups.List() {
-		add(g.ID, g.ProtocolType, g.State.String())
+		add(g.ID, g.ProtocolType, g.State.String(), "classic")
 	}
 	ids, err := r.s.store.GroupsWithOffsets(r.ctx)
 	if err != nil {
@@ -51,7 +58,7 @@ func handleListGroups(r *request) (kmsg.Response, func() kmsg.Response, error) {
 		// Like Kafka, each broker lists the groups it coordinates;
 		// clients ask every broker and merge.
 		if r.s.groups.Owns(id) {
-			add(id, "consumer", "Empty")
+			add(id, "consumer", "Empty", "classic")
 		}
 	}
 	return resp, nil, nil

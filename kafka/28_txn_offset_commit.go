@@ -47,7 +47,9 @@ func handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response, err
 				code = kerr.UnknownMemberID.Code
 				return
 			}
-			code = g.CommitCheck(req.MemberID, req.Generation)
+			if code = g.CheckInstance(req.MemberID, req.InstanceID); code == 0 {
+				code = g.CommitCheck(req.MemberID, req.Generation)
+			}
 		})
 	}
 	var offs []ktxn.Offset

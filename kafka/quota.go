@@ -241,9 +241,11 @@ func (c *conn) waitThrottle() {
 	}
 }
 
-// throttleProduce records a produce's bytes and throttles its client.
-func (r *request) throttleProduce(bytes int) int32 {
-	d := r.s.quotas.record(r.ctx, kstore.QuotaProducerByteRate, r.principalName(), r.hdr.clientID, bytes)
+// throttleProduce records a produce's bytes and throttles its client. user
+// is r.principalName() taken on the reader goroutine (the connection's
+// authentication state belongs to it).
+func (r *request) throttleProduce(user string, bytes int) int32 {
+	d := r.s.quotas.record(r.ctx, kstore.QuotaProducerByteRate, user, r.hdr.clientID, bytes)
 	if d <= 0 {
 		return 0
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/kafka/kacl"
 	"github.com/nereusstream/nereus-go/kafka/kauth"
+	"github.com/nereusstream/nereus-go/kafka/kconsumer"
 	"github.com/nereusstream/nereus-go/kafka/kgroup"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -106,6 +107,12 @@ type Config struct {
 	// expired transactions are aborted (default 1s).
 	MaxTransactionTimeout    time.Duration
 	TransactionCheckInterval time.Duration
+
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are
+	// Kafka's group.consumer.session.timeout.ms (default 45s) and
+	// group.consumer.heartbeat.interval.ms (default 5s) for KIP-848 groups.
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
 
 	// RequestHook, if set, is called after each request is answered with
 	// its key, version and handling latency (for metrics).
@@ -193,14 +200,15 @@ func (st *Stats) RequestsByKey() map[int16][2]int64 {
 
 // Server is a Kafka protocol server over Nereus streams.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *kstore.Store
-	auth   *kauth.Store
-	groups *kgroup.Coordinator
-	txns   *ktxn.Coordinator
-	quotas *quotaManager
-	stats  Stats
+	cfg       Config
+	log       *slog.Logger
+	store     *kstore.Store
+	auth      *kauth.Store
+	groups    *kgroup.Coordinator
+	txns      *ktxn.Coordinator
+	consumers *kconsumer.Coordinator
+	quotas    *quotaManager
+	stats     Stats
 	// cluster is cfg.Cluster, or the one-broker cluster the server made
 	// (ownCluster) and closes at Shutdown.
 	cluster    *cluster.Node
@@ -270,13 +278,18 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		watchDone: make(chan struct{}),
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
+	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
+		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now,
+		Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
-		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval})
+		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval,
+		Owns: func(id string) bool { return node.Owns(cluster.TxnKey(id)) }})
 	// Load transactions and finish any whose outcome was decided before a
 	// crash, before the first client can read a partition they touch.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.txns.Start(sctx); err != nil {
+		s.consumers.Close()
 		_ = st.Close(sctx)
 		if own {
 			_ = node.Close()
@@ -284,6 +297,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		return nil, err
 	}
 	if err := s.ensureInternalTopics(sctx); err != nil {
+		s.consumers.Close()
 		s.txns.Close()
 		_ = st.Close(sctx)
 		if own {
@@ -315,12 +329,21 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 
 // followCluster hands over the groups this broker stops coordinating at
 // every cluster change (their members are told NOT_COORDINATOR and find
-// the new coordinator, which resumes the stored group).
+// the new coordinator, which resumes the stored group), and moves
+// transaction coordination the same way (ktxn.Reconcile: ids no longer
+// owned are forgotten, newly owned ones loaded and their decided
+// transactions completed).
 func (s *Server) followCluster() {
 	defer close(s.watchDone)
 	for {
 		ch := s.cluster.Changes()
 		s.groups.Reconcile()
+		s.consumers.Reconcile()
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.txns.Reconcile(rctx); err != nil {
+			s.log.Warn("kafka: reloading transactions after a cluster change failed", "err", err)
+		}
+		cancel()
 		select {
 		case <-ch:
 		case <-s.stopWatch:
@@ -428,6 +451,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopWatch) })
 	<-s.watchDone
 	s.groups.Close()
+	s.consumers.Close()
 	s.txns.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

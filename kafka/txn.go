@@ -7,17 +7,21 @@ package kafka
 // transactional paths of 0 Produce, 1 Fetch, 2 ListOffsets, 9 OffsetFetch,
 // 10 FindCoordinator).
 //
-// One process is coordinator for every transactional id and leader of
-// every partition it serves, so markers are appended locally
-// (txnStorage.WriteMarker) and the produce path's KIP-890 verification is
-// an in-memory call (Coordinator.Verify). A multi-broker deployment keeps
-// both seams: the marker write becomes a request to the partition's leader
-// (WriteTxnMarkers) and verification a request to the coordinator
-// (AddPartitionsToTxn v4+ verify_only, which is served here already).
+// In a cluster the coordinator of a transactional id (the owner of
+// cluster.TxnKey(id)) and the leaders of its partitions may be different
+// brokers. Markers for partitions this broker leads are appended locally;
+// for others the coordinator posts a marker request that the leader serves
+// (kstore/markers.go) and waits for it. The produce path's KIP-890
+// verification is an in-memory call when this broker coordinates the id
+// and a read of the id's record from the metadata store otherwise
+// (Coordinator.VerifyAt), under the partition's index lock either way.
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
@@ -39,7 +43,19 @@ func (t txnStorage) WriteMarker(ctx context.Context, tp ktxn.TopicPartition, pid
 		return err
 	}
 	_, err = t.s.store.AppendMarker(ctx, p, pid, epoch, commit, coordinatorEpoch)
+	if errors.Is(err, kstore.ErrNotLeader) {
+		// Another broker leads the partition: ask it (markers.go).
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return t.s.store.RequestMarker(rctx, p, pid, epoch, commit, coordinatorEpoch, markerNonce())
+	}
 	return err
+}
+
+func markerNonce() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
 func (t txnStorage) CommitOffsets(ctx context.Context, group string, offs []ktxn.Offset) error {

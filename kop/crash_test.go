@@ -1,6 +1,7 @@
 package kop_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestOffsetsStableAcrossSIGKILL(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		prod.SendAsync(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("pulsar-%d", i))}, nil)
 	}
-	if err := prod.Flush(); err != nil {
+	if err := prod.FlushWithCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	before := readAll(t, ts, topic, 50)

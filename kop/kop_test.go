@@ -232,7 +232,7 @@ func TestPulsarProducerKafkaGroup(t *testing.T) {
 					wg.Done()
 				})
 		}
-		if err := prod.Flush(); err != nil {
+		if err := prod.FlushWithCtx(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		wg.Wait()

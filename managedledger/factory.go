@@ -376,6 +376,18 @@ type NamespacePolicies struct {
 	// created in the namespace from now on; an existing topic keeps the
 	// profile its stream was created with. Empty: the broker default.
 	StorageProfile string `json:"storageProfile,omitempty"`
+	// AuthPolicies are Pulsar's permissions on the namespace and its
+	// topics (granted through the admin REST permissions paths; read by
+	// the broker's authorization).
+	AuthPolicies *AuthPolicies `json:"auth_policies,omitempty"`
+}
+
+// AuthPolicies is Pulsar's auth_policies: role → actions ("produce",
+// "consume", "functions", ...) for the namespace, and per topic (full
+// topic name, the partitioned base for partitions).
+type AuthPolicies struct {
+	NamespaceAuth   map[string][]string            `json:"namespace_auth"`
+	DestinationAuth map[string]map[string][]string `json:"destination_auth"`
 }
 
 // RetentionPolicies is Pulsar's RetentionPolicies JSON (-1 = infinite).

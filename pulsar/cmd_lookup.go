@@ -46,6 +46,27 @@ func init() {
 }
 
 func handleLookup(c *conn, f wire.Frame) error {
+	if !c.s.cfg.Auth.Authorization {
+		return lookupTopic(c, f)
+	}
+	// Authorization reads the namespace's permissions: off the reader.
+	l := f.Cmd.GetLookupTopic()
+	c.async(func(ctx context.Context) {
+		if name, err := managedledger.ParseTopicName(l.GetTopic()); err == nil {
+			if err := c.authorize(ctx, name, actionLookup); err != nil {
+				code, msg := toServerError(err)
+				c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+					RequestId: proto.Uint64(l.GetRequestId()), Response: pb.CommandLookupTopicResponse_Failed.Enum(),
+					Error: code.Enum(), Message: proto.String(msg)}})
+				return
+			}
+		}
+		_ = lookupTopic(c, f)
+	})
+	return nil
+}
+
+func lookupTopic(c *conn, f wire.Frame) error {
 	l := f.Cmd.GetLookupTopic()
 	reqID := l.GetRequestId()
 	resp := &pb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
@@ -134,7 +155,14 @@ func handlePartitionedMetadata(c *conn, f wire.Frame) error {
 	topicName := m.GetTopic()
 	c.async(func(ctx context.Context) {
 		resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: proto.Uint64(reqID)}
-		n, err := partitionCount(ctx, c.s, topicName)
+		var n int
+		name, err := managedledger.ParseTopicName(topicName)
+		if err == nil {
+			err = c.authorize(ctx, name, actionLookup)
+		}
+		if err == nil {
+			n, err = partitionCount(ctx, c.s, topicName)
+		}
 		if err != nil {
 			code, msg := toServerError(err)
 			resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
@@ -164,6 +192,15 @@ func handleGetTopicsOfNamespace(c *conn, f wire.Frame) error {
 	g := f.Cmd.GetGetTopicsOfNamespace()
 	reqID, ns, mode, pattern := g.GetRequestId(), g.GetNamespace(), g.GetMode(), g.GetTopicsPattern()
 	c.async(func(ctx context.Context) {
+		if c.s.cfg.Auth.Authorization {
+			c.authMu.Lock()
+			role := c.id.role
+			c.authMu.Unlock()
+			if ok, err := c.s.allowedNamespace(ctx, role, ns); err != nil || !ok {
+				c.sendError(reqID, pb.ServerError_AuthorizationError, "Client is not authorized to list the topics of "+ns)
+				return
+			}
+		}
 		var domains []string
 		switch mode {
 		case pb.CommandGetTopicsOfNamespace_PERSISTENT:

@@ -102,6 +102,9 @@ func createProducer(ctx context.Context, c *conn, cmd *pb.CommandProducer) (*pb.
 	if err != nil {
 		return nil, err
 	}
+	if err := c.authorize(ctx, name, actionProduce); err != nil {
+		return nil, err
+	}
 	// A retried PRODUCER for a producer id that is already attached.
 	if p := c.producer(producerID); p != nil {
 		if p.t.name == name {

@@ -112,6 +112,9 @@ func subscribe(ctx context.Context, c *conn, cmd *pb.CommandSubscribe) (*consume
 	if err != nil {
 		return nil, false, err
 	}
+	if err := c.authorize(ctx, name, actionConsume); err != nil {
+		return nil, false, err
+	}
 	if cmd.GetSubscription() == "" {
 		return nil, false, newError(pb.ServerError_InvalidTopicName, "empty subscription name")
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	// the server joins a cluster of its own on the given metadata store,
 	// owning every topic.
 	Cluster *cluster.Node
+	// Auth is authentication and authorization (auth.go); the zero value
+	// authenticates nobody and allows everything.
+	Auth AuthConfig
 	// ClusterName names the cluster in generated producer names and admin
 	// answers (default "standalone").
 	ClusterName string

@@ -38,6 +38,13 @@ type conn struct {
 	brokerEntryMeta bool
 	clientVersion   string
 
+	// Authentication (auth.go). id is set by CONNECT and replaced by an
+	// AUTH_RESPONSE; authMu guards it against the refresh check.
+	authMu           sync.Mutex
+	id               identity
+	supportsRefresh  bool
+	challengePending bool
+
 	mu        sync.Mutex
 	producers map[uint64]*producer
 	consumers map[uint64]*consumer
@@ -74,6 +81,14 @@ func (c *conn) run() {
 		defer close(keepAliveDone)
 		c.keepAlive()
 	}()
+	if c.s.cfg.Auth.enabled() {
+		authDone := make(chan struct{})
+		go func() {
+			defer close(authDone)
+			c.authCheckLoop()
+		}()
+		defer func() { <-authDone }()
+	}
 	if err := c.readLoop(); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Info("closing pulsar connection", "err", err)
 	}

@@ -66,7 +66,7 @@ type httpAPI struct {
 
 func newHTTPHandler(s *Server) http.Handler {
 	a := &httpAPI{s: s}
-	mux := http.NewServeMux()
+	mux := a.newAuthMux() // every route guarded by its permission (http_auth.go)
 	mux.HandleFunc("GET /lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}", a.lookup)
 	mux.HandleFunc("GET /admin/v2/clusters", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []string{s.cfg.ClusterName}) })
 	mux.HandleFunc("GET /admin/v2/brokers/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
@@ -108,6 +108,7 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.resetCursorByTime)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.createSubscription)
 	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.deleteSubscription)
+	a.registerPermissionRoutes(mux)
 	return mux
 }
 

@@ -23,16 +23,37 @@ import (
 	"github.com/nereusstream/nereus-go/managedledger"
 )
 
-func (a *httpAPI) registerPolicies(mux *http.ServeMux) {
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention", a.getTopicRetention)
-	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention", a.setTopicRetention)
-	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention", a.setTopicRetention)
-	mux.HandleFunc("GET /admin/v2/namespaces/{tenant}/{ns}/backlogQuotaMap", a.getNamespaceQuotas)
-	mux.HandleFunc("POST /admin/v2/namespaces/{tenant}/{ns}/backlogQuota", a.setNamespaceQuota)
-	mux.HandleFunc("DELETE /admin/v2/namespaces/{tenant}/{ns}/backlogQuota", a.setNamespaceQuota)
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuotaMap", a.getTopicQuotas)
-	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota", a.setTopicQuota)
-	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota", a.setTopicQuota)
+// policyRoutes are this file's routes; all need the tenant's admin (as in
+// Pulsar) when authorization is on (http_auth.go).
+var policyRoutes = []string{
+	"GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention",
+	"POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention",
+	"DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/retention",
+	"GET /admin/v2/namespaces/{tenant}/{ns}/backlogQuotaMap",
+	"POST /admin/v2/namespaces/{tenant}/{ns}/backlogQuota",
+	"DELETE /admin/v2/namespaces/{tenant}/{ns}/backlogQuota",
+	"GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuotaMap",
+	"POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota",
+	"DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota",
+}
+
+func init() {
+	for _, p := range policyRoutes {
+		httpKinds[p] = kindTenantAdmin
+	}
+}
+
+type handleFuncer interface {
+	HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request))
+}
+
+func (a *httpAPI) registerPolicies(mux handleFuncer) {
+	handlers := []http.HandlerFunc{a.getTopicRetention, a.setTopicRetention, a.setTopicRetention,
+		a.getNamespaceQuotas, a.setNamespaceQuota, a.setNamespaceQuota,
+		a.getTopicQuotas, a.setTopicQuota, a.setTopicQuota}
+	for i, p := range policyRoutes {
+		mux.HandleFunc(p, handlers[i])
+	}
 }
 
 // readRetention parses a RetentionPolicies body; ok is false when an error

@@ -3,9 +3,13 @@ package pulsar
 // Deliberate gaps, with reasons. Each is a known difference from Apache
 // Pulsar's broker; none is silently emulated.
 //
-//   - Authentication and authorization: CONNECT accepts any auth method and
-//     data, no AUTH_CHALLENGE is sent, admin endpoints are open. Nereus binds
-//     to loopback by default (TLS listeners are served: package listener).
+//   - Authentication providers other than "token" (JWT HS256/RS256) and
+//     "tls" (client certificate CN): no basic, OAuth2 server-side
+//     introspection, Athenz or SASL/Kerberos. Proxy roles (original
+//     principal) are not honoured.
+//   - Authorization: subscription auth modes (prefix), wildcard role
+//     matching and the functions/sources/sinks/packages actions are stored
+//     but only produce, consume and lookup are checked.
 //   - Transactions (TC_CLIENT_CONNECT_REQUEST, NEW_TXN, ADD_PARTITION_TO_TXN,
 //     ADD_SUBSCRIPTION_TO_TXN, END_TXN): answered with ERROR NotAllowedError
 //     carrying the request id; txnid fields on SEND and ACK are ignored (the

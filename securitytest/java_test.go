@@ -95,48 +95,13 @@ func TestJavaKafkaSASLSSL(t *testing.T) {
 	runJava(t, "KafkaSecure", "refused", bootstrap, tlsCA.CAFile, "alice", "wrong", unique("java"), unique("java-group"))
 }
 
-var (
-	toolsOnce sync.Once
-	toolsCP   string
-	toolsErr  error
-)
-
-// kafkaToolsClasspath resolves Apache Kafka's own tools (kafka_2.13 and
-// kafka-tools from Maven Central, scripts/kafka-dist/pom.xml, via ~/.m2).
-func kafkaToolsClasspath(t *testing.T) string {
-	t.Helper()
-	javaClasspath(t) // same requirements (java, mvn)
-	toolsOnce.Do(func() {
-		pom, err := filepath.Abs("../scripts/kafka-dist/pom.xml")
-		if err != nil {
-			toolsErr = err
-			return
-		}
-		out := filepath.Join(os.TempDir(), "nereus-securitytest-kafka-tools.cp")
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-f", pom, "dependency:build-classpath", "-Dmdep.outputFile="+out)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			toolsErr = &buildError{err: err, out: string(b)}
-			return
-		}
-		b, err := os.ReadFile(out)
-		toolsCP, toolsErr = strings.TrimSpace(string(b)), err
-		os.Remove(out)
-	})
-	if toolsErr != nil {
-		t.Fatalf("resolving Kafka's tools: %v", toolsErr)
-	}
-	return toolsCP
-}
-
 // kafkaTool runs one of Kafka's command-line tools (main class) and returns
 // its output.
 func kafkaTool(t *testing.T, class string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", kafkaToolsClasspath(t), class}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", javaClasspath(t), class}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -36,7 +36,7 @@ var (
 
 // reauth is the server's SASL session lifetime (KIP-368): short enough that
 // the Kafka tests' clients re-authenticate while they run.
-const reauth = 8 * time.Second
+const reauth = 5 * time.Second
 
 // The SCRAM users every test may use (created through the admin API, as
 // `nereus kafka user set` does).
@@ -141,6 +141,8 @@ func serverArgs() []string {
 		"--kafka-authorizer", "--kafka-super-users", "User:admin",
 		"--token-secret-key-file", tokenKey,
 		"--pulsar-listeners", "pulsar://127.0.0.1:0,pulsar+ssl://127.0.0.1:0",
+		"--pulsar-authentication-providers", "token,tls", "--pulsar-authorization",
+		"--pulsar-superuser-roles", "admin", "--pulsar-auth-refresh-check", "1s",
 		"--http-listeners", "http://127.0.0.1:0,https://127.0.0.1:0",
 		"--tls-cert-file", tlsCA.CertFile, "--tls-key-file", tlsCA.KeyFile,
 		"--tls-ca-file", tlsCA.CAFile, "--tls-client-auth", "requested",

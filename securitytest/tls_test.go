@@ -105,7 +105,8 @@ func TestPulsarTLS(t *testing.T) {
 	for _, url := range []string{"pulsar+ssl://" + addr(t, "pulsar:internal:pulsar+ssl"), "https://" + addr(t, "http:internal:https")} {
 		t.Run(url[:5], func(t *testing.T) {
 			c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, TLSTrustCertsFilePath: tlsCA.CAFile,
-				TLSValidateHostname: true, OperationTimeout: 30 * time.Second, Logger: quietPulsarLog()})
+				TLSValidateHostname: true, OperationTimeout: 30 * time.Second, Logger: quietPulsarLog(),
+				Authentication: pulsar.NewAuthenticationToken(mintToken(t, "admin", time.Now().Add(time.Hour), tokenSecret(t)))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +141,9 @@ func TestPulsarTLS(t *testing.T) {
 		})
 	}
 	// The HTTP lookup names both URLs of the listener group.
-	resp, err := httpsClient(t).Get("https://" + addr(t, "http:internal:https") + "/lookup/v2/topic/persistent/public/default/x")
+	req, _ := http.NewRequest("GET", "https://"+addr(t, "http:internal:https")+"/lookup/v2/topic/persistent/public/default/x", nil)
+	req.Header.Set("Authorization", "Bearer "+mintToken(t, "admin", time.Time{}, tokenSecret(t)))
+	resp, err := httpsClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

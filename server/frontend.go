@@ -175,6 +175,14 @@ func newPulsarFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		MaxMessageSize:            int(d.Config.Pulsar.MaxMessageSize),
 		DefaultRetention:          d.Config.Pulsar.defaultRetention(),
 		BacklogQuotaCheckInterval: d.Config.Pulsar.BacklogQuotaCheckInterval,
+		Auth: pulsar.AuthConfig{
+			Providers:      d.Config.pulsarProviders(),
+			Tokens:         d.Tokens,
+			AnonymousRole:  d.Config.PulsarAnonymousRole,
+			Authorization:  d.Config.PulsarAuthorization,
+			SuperUserRoles: splitRoles(d.Config.PulsarSuperUserRoles),
+			RefreshCheck:   d.Config.PulsarAuthRefreshCheck,
+		},
 	}, d.Storage, d.Metadata)
 	if err != nil {
 		return nil, err
@@ -202,7 +210,8 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		RequestHook: m.RequestHook, MaxRequestBytes: int32(d.Config.KafkaMaxRequestBytes),
 		DisableAutoCreateTopics: !d.Config.KafkaAutoCreateTopics, DefaultPartitions: int32(d.Config.KafkaNumPartitions),
 		MinSessionTimeout: d.Config.KafkaGroupMinSessionTimeout, MaxSessionTimeout: d.Config.KafkaGroupMaxSessionTimeout,
-		MaxTransactionTimeout: d.Config.KafkaTransactionMaxTimeout,
+		MaxTransactionTimeout:       d.Config.KafkaTransactionMaxTimeout,
+		ConsumerGroupSessionTimeout: d.Config.KafkaConsumerSessionTimeout, ConsumerGroupHeartbeatInterval: d.Config.KafkaConsumerHeartbeatInterval,
 		Security: kafka.SecurityConfig{
 			SASLMechanisms: d.Config.kafkaMechanisms(),
 			Tokens:         d.Tokens,

@@ -38,13 +38,46 @@ type Security struct {
 	KafkaAuthorizer           bool
 	KafkaSuperUsers           string
 	KafkaAllowEveryoneIfNoACL bool
+	// PulsarAuthenticationProviders enables Pulsar authentication:
+	// "token" (JWTs verified with the token key; the role is the role
+	// claim) and/or "tls" (the role is the verified client certificate's
+	// common name). Empty disables it. PulsarAnonymousRole is the role of
+	// clients without credentials (anonymousUserRole; empty refuses them).
+	PulsarAuthenticationProviders string
+	PulsarAnonymousRole           string
+	// PulsarAuthorization checks produce / consume / lookup and the admin
+	// REST paths against PulsarSuperUserRoles, tenant admin roles and the
+	// namespace and topic permissions granted through the admin API.
+	PulsarAuthorization    bool
+	PulsarSuperUserRoles   string
+	PulsarAuthRefreshCheck time.Duration
 	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
 	// long (bounded by an OAUTHBEARER token's expiry) and must
 	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
 	KafkaMaxReauth time.Duration
 }
 
-func defaultSecurity() Security { return Security{TokenRoleClaim: "sub"} }
+func defaultSecurity() Security {
+	return Security{TokenRoleClaim: "sub", PulsarAuthRefreshCheck: time.Minute}
+}
+
+func splitRoles(v string) []string {
+	var out []string
+	for _, r := range strings.Split(v, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s Security) pulsarProviders() []string {
+	var out []string
+	for _, p := range splitRoles(s.PulsarAuthenticationProviders) {
+		out = append(out, strings.ToLower(p))
+	}
+	return out
+}
 
 // TokenConfig is the JWT validation setting.
 func (s Security) TokenConfig() authtoken.Config {
@@ -98,6 +131,26 @@ func (s Security) validate() []error {
 	if (s.KafkaSuperUsers != "" || s.KafkaAllowEveryoneIfNoACL) && !s.KafkaAuthorizer {
 		errs = append(errs, errors.New("kafka-super-users and kafka-allow-everyone-if-no-acl-found need kafka-authorizer"))
 	}
+	for _, p := range s.pulsarProviders() {
+		switch p {
+		case "token":
+			if !s.TokenConfig().Configured() {
+				errs = append(errs, errors.New("pulsar-authentication-providers token needs token-secret-key-file or token-public-key-file"))
+			}
+		case "tls":
+		default:
+			errs = append(errs, fmt.Errorf("pulsar-authentication-providers: %q is not token or tls", p))
+		}
+	}
+	if s.PulsarAuthorization && len(s.pulsarProviders()) == 0 {
+		errs = append(errs, errors.New("pulsar-authorization needs pulsar-authentication-providers (roles come from authentication)"))
+	}
+	if (s.PulsarAnonymousRole != "" || s.PulsarSuperUserRoles != "") && len(s.pulsarProviders()) == 0 {
+		errs = append(errs, errors.New("pulsar-anonymous-role and pulsar-superuser-roles need pulsar-authentication-providers"))
+	}
+	if s.PulsarAuthRefreshCheck <= 0 {
+		errs = append(errs, fmt.Errorf("pulsar-auth-refresh-check %v must be positive", s.PulsarAuthRefreshCheck))
+	}
 	if s.KafkaMaxReauth < 0 {
 		errs = append(errs, fmt.Errorf("kafka-max-reauth %v must not be negative", s.KafkaMaxReauth))
 	}
@@ -113,6 +166,11 @@ var securitySettings = []setting{
 	boolSetting("kafka-authorizer", "enable Kafka ACLs: every request is checked against the ACLs in metadata (CreateAcls/DescribeAcls/DeleteAcls)", func(c *Config) *bool { return &c.KafkaAuthorizer }),
 	mk("kafka-super-users", "Kafka super.users: principals allowed everything, e.g. User:admin;User:ops", func(c *Config) *string { return &c.KafkaSuperUsers }),
 	boolSetting("kafka-allow-everyone-if-no-acl-found", "Kafka allow.everyone.if.no.acl.found: allow operations on resources no ACL mentions", func(c *Config) *bool { return &c.KafkaAllowEveryoneIfNoACL }),
+	mk("pulsar-authentication-providers", "Pulsar authentication: token and/or tls (empty: off)", func(c *Config) *string { return &c.PulsarAuthenticationProviders }),
+	mk("pulsar-anonymous-role", "Pulsar role of clients without credentials (empty: refuse them)", func(c *Config) *string { return &c.PulsarAnonymousRole }),
+	boolSetting("pulsar-authorization", "Pulsar authorization: superusers, tenant admins, namespace/topic permissions", func(c *Config) *bool { return &c.PulsarAuthorization }),
+	mk("pulsar-superuser-roles", "Pulsar roles allowed everything, comma-separated", func(c *Config) *string { return &c.PulsarSuperUserRoles }),
+	durationSetting("pulsar-auth-refresh-check", "how often Pulsar sessions are checked for expired tokens (AUTH_CHALLENGE)", func(c *Config) *time.Duration { return &c.PulsarAuthRefreshCheck }),
 	durationSetting("kafka-max-reauth", "Kafka connections.max.reauth.ms: SASL session lifetime before re-authentication (0: never)", func(c *Config) *time.Duration { return &c.KafkaMaxReauth }),
 }
 
@@ -124,5 +182,15 @@ func (c Config) listenerAuthenticated(s listener.Spec) bool {
 	if s.Security.TLS && listener.ClientAuth(c.TLSClientAuth) == listener.ClientAuthRequired {
 		return true
 	}
+	switch s.Protocol {
+	case listener.Pulsar:
+		return len(c.pulsarProviders()) > 0 && c.PulsarAnonymousRole == ""
+	case listener.HTTP:
+		return c.adminAuthenticated()
+	}
 	return s.Security.SASL
 }
+
+// adminAuthenticated: the admin HTTP API requires credentials (see
+// admin auth); until it does, HTTP listeners are unauthenticated.
+func (c Config) adminAuthenticated() bool { return false }

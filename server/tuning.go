@@ -93,6 +93,10 @@ type Tuning struct {
 	// KafkaTransactionMaxTimeout bounds a transactional producer's
 	// transaction.timeout.ms (transaction.max.timeout.ms; default 15m).
 	KafkaTransactionMaxTimeout time.Duration
+	// KafkaConsumerSessionTimeout and KafkaConsumerHeartbeatInterval apply
+	// to KIP-848 consumer groups (group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms; defaults 45s, 5s).
+	KafkaConsumerSessionTimeout, KafkaConsumerHeartbeatInterval time.Duration
 
 	// MetricsStreamLimit is how many streams /metrics exports per-stream
 	// gauges for, in name order (default 1000; 0 disables them).
@@ -102,33 +106,35 @@ type Tuning struct {
 // DefaultTuning returns the defaults, equal to the packages' own.
 func DefaultTuning() Tuning {
 	return Tuning{
-		SessionTTL:                  30 * time.Second,
-		RetentionInterval:           10 * time.Second,
-		TailCacheBytes:              64 << 20,
-		MaxPendingRuns:              256,
-		ObjectWALUploadConcurrency:  4,
-		ObjectWALMaxInFlightBytes:   256 << 20,
-		ObjectWALCacheBytes:         64 << 20,
-		ObjectWALTruncateInterval:   100 * time.Millisecond,
-		BookKeeperEnsembleSize:      3,
-		BookKeeperWriteQuorum:       2,
-		BookKeeperAckQuorum:         2,
-		BookKeeperMaxLedgerEntries:  100000,
-		BookKeeperMaxLedgerBytes:    512 << 20,
-		BookKeeperMaxLedgerAge:      time.Hour,
-		BookKeeperAddTimeout:        5 * time.Second,
-		BookKeeperRequestTimeout:    5 * time.Second,
-		BookKeeperOpTimeout:         60 * time.Second,
-		BookKeeperMaxFrameSize:      proto.DefaultMaxFrameSize,
-		BookKeeperReaderCache:       256,
-		RecoveryTimeout:             2 * time.Minute,
-		KafkaMaxRequestBytes:        100 << 20,
-		KafkaAutoCreateTopics:       true,
-		KafkaNumPartitions:          1,
-		KafkaGroupMinSessionTimeout: 6 * time.Second,
-		KafkaGroupMaxSessionTimeout: 30 * time.Minute,
-		KafkaTransactionMaxTimeout:  15 * time.Minute,
-		MetricsStreamLimit:          1000,
+		SessionTTL:                     30 * time.Second,
+		RetentionInterval:              10 * time.Second,
+		TailCacheBytes:                 64 << 20,
+		MaxPendingRuns:                 256,
+		ObjectWALUploadConcurrency:     4,
+		ObjectWALMaxInFlightBytes:      256 << 20,
+		ObjectWALCacheBytes:            64 << 20,
+		ObjectWALTruncateInterval:      100 * time.Millisecond,
+		BookKeeperEnsembleSize:         3,
+		BookKeeperWriteQuorum:          2,
+		BookKeeperAckQuorum:            2,
+		BookKeeperMaxLedgerEntries:     100000,
+		BookKeeperMaxLedgerBytes:       512 << 20,
+		BookKeeperMaxLedgerAge:         time.Hour,
+		BookKeeperAddTimeout:           5 * time.Second,
+		BookKeeperRequestTimeout:       5 * time.Second,
+		BookKeeperOpTimeout:            60 * time.Second,
+		BookKeeperMaxFrameSize:         proto.DefaultMaxFrameSize,
+		BookKeeperReaderCache:          256,
+		RecoveryTimeout:                2 * time.Minute,
+		KafkaMaxRequestBytes:           100 << 20,
+		KafkaAutoCreateTopics:          true,
+		KafkaNumPartitions:             1,
+		KafkaGroupMinSessionTimeout:    6 * time.Second,
+		KafkaGroupMaxSessionTimeout:    30 * time.Minute,
+		KafkaTransactionMaxTimeout:     15 * time.Minute,
+		KafkaConsumerSessionTimeout:    45 * time.Second,
+		KafkaConsumerHeartbeatInterval: 5 * time.Second,
+		MetricsStreamLimit:             1000,
 	}
 }
 
@@ -188,6 +194,12 @@ func (t Tuning) validate() []error {
 			t.KafkaGroupMaxSessionTimeout, t.KafkaGroupMinSessionTimeout))
 	}
 	posd("kafka-transaction-max-timeout", t.KafkaTransactionMaxTimeout)
+	posd("kafka-consumer-session-timeout", t.KafkaConsumerSessionTimeout)
+	posd("kafka-consumer-heartbeat-interval", t.KafkaConsumerHeartbeatInterval)
+	if t.KafkaConsumerHeartbeatInterval >= t.KafkaConsumerSessionTimeout {
+		errs = append(errs, fmt.Errorf("kafka-consumer-heartbeat-interval %v must be below kafka-consumer-session-timeout %v",
+			t.KafkaConsumerHeartbeatInterval, t.KafkaConsumerSessionTimeout))
+	}
 	if t.MetricsStreamLimit < 0 {
 		errs = append(errs, fmt.Errorf("metrics-stream-limit %d must be >= 0", t.MetricsStreamLimit))
 	}
@@ -335,6 +347,8 @@ var tuningSettings = []setting{
 	durSetting("kafka-group-min-session-timeout", "smallest consumer session.timeout.ms accepted (Kafka's group.min.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMinSessionTimeout }),
 	durSetting("kafka-group-max-session-timeout", "largest consumer session.timeout.ms accepted (Kafka's group.max.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaGroupMaxSessionTimeout }),
 	durSetting("kafka-transaction-max-timeout", "largest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaTransactionMaxTimeout }),
+	durSetting("kafka-consumer-session-timeout", "session timeout of KIP-848 consumer group members (Kafka's group.consumer.session.timeout.ms)", func(c *Config) *time.Duration { return &c.KafkaConsumerSessionTimeout }),
+	durSetting("kafka-consumer-heartbeat-interval", "heartbeat interval told to KIP-848 consumer group members (Kafka's group.consumer.heartbeat.interval.ms)", func(c *Config) *time.Duration { return &c.KafkaConsumerHeartbeatInterval }),
 	intSetting("metrics-stream-limit", "streams /metrics exports per-stream gauges for (0 disables)", func(c *Config) *int64 { return &c.MetricsStreamLimit }),
 }
 

@@ -128,10 +128,15 @@ type Core struct {
 	walFailLog logLimiter
 
 	// lastRetention and retentionRunning belong to the maintenance tick;
-	// background counts its asynchronous work (retention passes).
+	// background counts its asynchronous work (retention and lifecycle
+	// passes, materialization tasks; started
+	// only through goBackground). stopTick cancels the armed tick
+	// (guarded by mu).
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
 	background       sync.WaitGroup
+	backgroundClosed bool // guarded by mu: Close waits for background; see goBackground
+	stopTick         func() bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -257,8 +262,16 @@ func (c *Core) Close() error {
 		o.drain(ctx)
 	}
 	c.cancel()
+	c.mu.Lock()
+	if c.stopTick != nil {
+		c.stopTick() // a tick already running sees c.ctx cancelled and arms no other
+	}
+	c.mu.Unlock()
 	c.committer.stop()
 	c.committer.failAll()
+	c.mu.Lock()
+	c.backgroundClosed = true // no c.background.Add from here on (goBackground)
+	c.mu.Unlock()
 	c.background.Wait()
 	c.watch.stop()
 	var errs []error

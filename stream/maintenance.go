@@ -17,18 +17,32 @@ import (
 // idle owned streams' materialization). A tick never blocks on a single
 // stream: renewals are queued into the commit pipeline, and a retention pass
 // runs asynchronously (one at a time).
+//
+// Ticks keep running while Close drains (renewals keep the leases of
+// draining streams alive) and end when Close cancels c.ctx: Close also
+// stops the armed timer, and a tick already running arms no other (arm
+// checks c.ctx under c.mu, which Close takes after cancelling). Ticks are
+// chained (each arms the next when it is done), so the tick
+// state (lastRetention) is only ever touched by one of them at a time.
 func (c *Core) startMaintenance() {
 	tick := min(c.cfg.SessionTTL/3, time.Second)
 	c.lastRetention = c.rt.now()
 	var loop func()
+	arm := func() {
+		c.mu.Lock()
+		if c.ctx.Err() == nil {
+			c.stopTick = c.rt.afterFunc(tick, loop)
+		}
+		c.mu.Unlock()
+	}
 	loop = func() {
 		if c.ctx.Err() != nil {
 			return
 		}
 		c.maintenanceTick()
-		c.rt.afterFunc(tick, loop)
+		arm()
 	}
-	c.rt.afterFunc(tick, loop)
+	arm()
 }
 
 func (c *Core) maintenanceTick() {
@@ -50,13 +64,19 @@ func (c *Core) maintenanceTick() {
 	}
 }
 
-// goBackground runs f as background work (Close waits for it) unless the
-// core is closing. Checking closed under c.mu, which Close sets before it
-// waits, keeps every background.Add ordered before that Wait: a tick that
-// fires during Close must not Add to a WaitGroup being waited on.
+// goBackground runs f asynchronously as background work, counted in
+// c.background (retention and lifecycle passes, materialization tasks), or
+// reports false once Close waits for that work; then f does not run and the
+// caller undoes its own bookkeeping. Every c.background.Add goes through
+// here: the check and the Add happen under c.mu, where Close sets
+// backgroundClosed right before it calls Wait, so every Add happens before
+// that Wait, as the sync.WaitGroup contract requires (an Add from zero
+// concurrent with Wait may be missed by it, and the race detector reports
+// it as a data race), and nothing starts after Close stopped waiting. Work
+// may still start while Close drains: only the Wait needs the gate.
 func (c *Core) goBackground(f func()) bool {
 	c.mu.Lock()
-	if c.closed {
+	if c.backgroundClosed {
 		c.mu.Unlock()
 		return false
 	}

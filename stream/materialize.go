@@ -71,9 +71,9 @@ func (m *materializer) urge(id ID) {
 	m.mu.Lock()
 	m.urgent[id] = true
 	m.mu.Unlock()
-	m.c.background.Add(1)
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	// Refused once Close waits for background work; appends waiting for
+	// the generation then fail with their owner.
+	m.c.goBackground(func() {
 		h, _, err := m.c.readHeadView(m.c.ctx, id)
 		if err == nil {
 			m.consider(h)
@@ -147,9 +147,7 @@ func (m *materializer) consider(h *head) genPlan {
 	m.running[h.ID] = true
 	delete(m.urgent, h.ID)
 	m.mu.Unlock()
-	m.c.background.Add(1)
-	m.c.rt.goFunc(func() {
-		defer m.c.background.Done()
+	if !m.c.goBackground(func() {
 		ctx := m.c.ctx // the task outlives the pass that planned it
 		select {
 		case m.sem <- struct{}{}:
@@ -164,7 +162,11 @@ func (m *materializer) consider(h *head) genPlan {
 			m.c.lc.materializeFailures.Add(1)
 			m.c.log.Warn("materialization failed", "stream", h.ID, "name", h.Name, "err", err)
 		}
-	})
+	}) {
+		m.mu.Lock() // Close waits for background work: the task never ran
+		delete(m.running, h.ID)
+		m.mu.Unlock()
+	}
 	return plan
 }
 
@@ -309,11 +311,40 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 			if d.Start > next {
 				return nil, 0, fmt.Errorf("%w: index gap at %d of %v", errSourceMoved, next, h.ID)
 			}
+			// Recent commits are usually still in the tail cache: take
+			// them from memory instead of one ranged GET per run.
+			for next < d.End {
+				cached := c.tail.read(h.ID, next, d.End, 8<<20, 1<<16)
+				if len(cached) == 0 || cached[0].Offset != next && cached[0].Offset+int64(cached[0].RecordCount) <= next {
+					break
+				}
+				progressed := false
+				for _, e := range cached {
+					if e.Offset+int64(e.RecordCount) <= next {
+						continue
+					}
+					if e.Offset != next {
+						break
+					}
+					if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+						return nil, 0, err
+					}
+					next = e.Offset + int64(e.RecordCount)
+					size += int64(len(e.Payload))
+					progressed = true
+				}
+				if !progressed {
+					break
+				}
+			}
 			rd, err := c.readerByName(d.Provider)
 			if err != nil {
 				return nil, 0, err
 			}
 			for i, pt := range d.Parts {
+				if d.partEnd(i) <= next {
+					continue
+				}
 				for next < d.partEnd(i) {
 					entries, err := rd.Read(ctx, pt.Target, pt.Start, next, 8<<20)
 					if err != nil {

@@ -43,17 +43,27 @@ func runTakeover(t *testing.T, seed int64) {
 	}
 	var acked sync.Map // payload -> offset
 	const streams = 3
+	// Writers of every generation create (or find) the same stream names,
+	// so they all learn the same IDs; idsMu orders their stores (several
+	// generations store ids[s] concurrently), writers.Wait the audit after
+	// them.
+	var idsMu sync.Mutex
 	ids := make([]stream.ID, streams)
 	var cores []*stream.Core
+	// The audit waits for the writers of EVERY generation, not only the
+	// last: a writer of an older generation may still be retrying Create or
+	// AcquireSession when a newer one has finished, and then takes the
+	// stream over (same WriterID) and appends. An append it gets
+	// acknowledged after the audit read the stream would look lost.
+	var writers sync.WaitGroup
 	for gen := 0; gen < 4; gen++ {
 		prov.Restart()
 		c := open()
 		cores = append(cores, c)
-		var wg sync.WaitGroup
 		for s := 0; s < streams; s++ {
-			wg.Add(1)
+			writers.Add(1)
 			go func(s int) {
-				defer wg.Done()
+				defer writers.Done()
 				var info stream.Info
 				var err error
 				for {
@@ -66,7 +76,9 @@ func runTakeover(t *testing.T, seed int64) {
 						return
 					}
 				}
+				idsMu.Lock()
 				ids[s] = info.ID
+				idsMu.Unlock()
 				var sess stream.Session
 				for {
 					if sess, err = c.AcquireSession(ctx, info.ID, stream.SessionOptions{}); err == nil {
@@ -90,12 +102,8 @@ func runTakeover(t *testing.T, seed int64) {
 		}
 		// The next incarnation starts while this one is mid-flight.
 		time.Sleep(time.Duration(5+seed) * time.Millisecond)
-		if gen == 3 {
-			wg.Wait()
-		} else {
-			defer wg.Wait()
-		}
 	}
+	writers.Wait()
 	meta.enabled.Store(false)
 	for _, c := range cores {
 		defer c.Close()

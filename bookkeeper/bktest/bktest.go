@@ -9,6 +9,10 @@
 //	func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
 //	func TestX(t *testing.T) { env.Require(t); ... env.ZK ... }
 //
+// BK_JOURNAL_SYNC=true (passed to the script) makes the bookies run with
+// journalSyncData=true, fsyncing the journal before every acknowledgement;
+// the line bktest prints at start says which mode the cluster runs in.
+//
 // When NEREUS_BK_ZK (or NEREUS_BOOKKEEPER_ZK, which scripts/test.sh
 // exports) is set, CI started a shared cluster: that connect string is used
 // and nothing is started, unless the package sets NeedControl (it kills or
@@ -109,7 +113,7 @@ func (e *Env) setup() {
 	e.ZK = strings.TrimSpace(lines[len(lines)-1])
 	e.owned = true
 	e.startWatchdog()
-	fmt.Fprintf(os.Stderr, "bktest: real BookKeeper cluster at %s (state %s)\n", e.ZK, e.Dir)
+	fmt.Fprintf(os.Stderr, "bktest: real BookKeeper cluster at %s (state %s, %s)\n", e.ZK, e.Dir, e.journalSync())
 }
 
 // startWatchdog runs "bookkeeper-env.sh watch <our pid>" detached, so the
@@ -245,4 +249,21 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// journalSync reports the bookies' journalSyncData setting (BK_JOURNAL_SYNC
+// =true makes them fsync the journal before acknowledging: power-loss
+// durable; the default acknowledges once the journal write reached the page
+// cache, which survives only a process kill).
+func (e *Env) journalSync() string {
+	b, err := os.ReadFile(filepath.Join(e.Dir, "conf", "bookie-0.conf"))
+	if err != nil {
+		return "journalSyncData unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "journalSyncData=") {
+			return l
+		}
+	}
+	return "journalSyncData unset"
 }

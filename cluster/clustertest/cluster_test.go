@@ -26,11 +26,10 @@ import (
 // env is the shared services of one cluster: S3 bucket prefix and etcd
 // key prefix, plus the nodes started on them.
 type env struct {
-	t      *testing.T
-	args   []string
-	envs   []string
-	nodes  []*testserver.Server
-	prefix string
+	t     *testing.T
+	args  []string
+	envs  []string
+	nodes []*testserver.Server
 }
 
 func newEnv(t *testing.T) *env {

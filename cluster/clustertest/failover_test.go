@@ -1,10 +1,13 @@
 package clustertest
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +70,7 @@ func TestFailoverFigures(t *testing.T) {
 	var acks []ack
 	failed := 0
 	stop := make(chan struct{})
+	pad := make([]byte, 1000)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -81,7 +85,10 @@ func TestFailoverFigures(t *testing.T) {
 				return
 			case sem <- struct{}{}:
 			}
-			prod.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(seq))}, func(r *kgo.Record, err error) {
+			// 1 KiB values, so the streams a takeover inherits hold
+			// megabytes and the bytes it reads can be compared to them.
+			val := append([]byte(strconv.Itoa(seq)+":"), pad...)
+			prod.Produce(ctx, &kgo.Record{Value: val}, func(r *kgo.Record, err error) {
 				defer func() { <-sem }()
 				mu.Lock()
 				defer mu.Unlock()
@@ -94,6 +101,7 @@ func TestFailoverFigures(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
+	time.Sleep(10 * time.Second) // let the streams grow before the first kill
 	var all []time.Duration
 	for round := 0; round < kills; round++ {
 		victim := n[round%3]
@@ -109,6 +117,19 @@ func TestFailoverFigures(t *testing.T) {
 				led = append(led, p.Partition)
 			}
 		}
+		var survivors []*testserver.Server
+		for _, o := range n {
+			if o != victim {
+				survivors = append(survivors, o)
+			}
+		}
+		// Baseline: what the survivors read in a window of the same kind
+		// without a kill (each node polls its own WAL manifest).
+		baseStart := objectBytesRead(t, survivors)
+		baseAt := time.Now()
+		time.Sleep(4 * time.Second)
+		readBefore := objectBytesRead(t, survivors)
+		baseline := (readBefore - baseStart) / time.Since(baseAt).Seconds()
 		killAt := time.Now()
 		victim.Kill()
 		first := map[int32]time.Time{}
@@ -138,7 +159,19 @@ func TestFailoverFigures(t *testing.T) {
 			roundMoves = append(roundMoves, at.Sub(killAt))
 		}
 		sort.Slice(roundMoves, func(i, j int) bool { return roundMoves[i] < roundMoves[j] })
-		t.Logf("round %d: killed broker %d, %d partitions: %v", round, id, len(led), roundMoves)
+		readDuring := objectBytesRead(t, survivors) - readBefore
+		window := time.Since(killAt).Seconds()
+		var movedBytes int64
+		for _, p := range led {
+			ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+			info, err := survivors[0].Client().DescribeStream(ictx, "kafka/"+topic+"/"+strconv.Itoa(int(p)))
+			icancel()
+			if err == nil {
+				movedBytes += info.CommittedBytes
+			}
+		}
+		t.Logf("round %d: killed broker %d, %d partitions: %v; survivors read %d object-store bytes in the %.1fs takeover window vs %d in an equal window without a kill (the moved streams hold %d committed bytes)",
+			round, id, len(led), roundMoves, int64(readDuring), window, int64(baseline*window), movedBytes)
 		all = append(all, roundMoves...)
 		victim.Restart()
 		waitBrokers(t, n[(round+1)%3], 3)
@@ -152,4 +185,30 @@ func TestFailoverFigures(t *testing.T) {
 	if failed > 0 {
 		t.Errorf("%d produces failed after all retries", failed)
 	}
+}
+
+// objectBytesRead sums the object-store bytes the nodes have read
+// (nereus_objectstore_read_bytes* on their /metrics).
+func objectBytesRead(t *testing.T, nodes []*testserver.Server) float64 {
+	t.Helper()
+	var sum float64
+	hc := &http.Client{Timeout: 30 * time.Second}
+	for _, s := range nodes {
+		resp, err := hc.Get(s.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "nereus_objectstore_read_bytes") {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				sum += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
 }

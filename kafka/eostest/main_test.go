@@ -36,7 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	s, err := testserver.Launch(testserver.Options{DisablePulsar: true})
+	s, err := testserver.Launch(testserver.Options{DisablePulsar: true, Args: []string{"--kafka-consumer-heartbeat-interval", "500ms"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start nereus serve:", err)
 		os.Exit(1)

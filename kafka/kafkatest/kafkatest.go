@@ -61,7 +61,9 @@ func Start(opts Options) (*Broker, error) {
 	if os.Getenv(EnvInProcess) == "1" {
 		return StartLocal(opts)
 	}
-	proc, err := testserver.Launch(testserver.Options{DisablePulsar: true})
+	// A short KIP-848 heartbeat interval keeps incremental rebalances in
+	// tests to a few seconds (Kafka's default is 5s).
+	proc, err := testserver.Launch(testserver.Options{DisablePulsar: true, Args: []string{"--kafka-consumer-heartbeat-interval", "500ms"}})
 	if err != nil {
 		return nil, fmt.Errorf("starting nereus serve: %w", err)
 	}

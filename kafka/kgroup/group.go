@@ -64,6 +64,7 @@ type Limits struct {
 
 type member struct {
 	id, clientID, clientHost string
+	instanceID               string // static membership (KIP-345); "" for dynamic members
 	protocols                []kmsg.JoinGroupRequestProtocol
 	sessionTimeout           time.Duration
 	rebalanceTimeout         time.Duration
@@ -96,6 +97,7 @@ type Group struct {
 	protocol     string
 	leader       string
 	members      map[string]*member
+	static       map[string]string // instance id -> member id
 	seq          uint64
 	// Invariant: deadline is set exactly in PreparingRebalance (rebalance
 	// timeout) and CompletingRebalance (pending-sync timeout).
@@ -105,7 +107,7 @@ type Group struct {
 
 // NewGroup returns an Empty group.
 func NewGroup(id string, limits Limits) *Group {
-	return &Group{ID: id, members: map[string]*member{}, limits: limits}
+	return &Group{ID: id, members: map[string]*member{}, static: map[string]string{}, limits: limits}
 }
 
 // State returns the group's state.
@@ -154,7 +156,28 @@ func (g *Group) Join(now time.Time, req *kmsg.JoinGroupRequest, clientID, client
 	if req.ProtocolType == "" || len(req.Protocols) == 0 {
 		return joinErr(v, req.MemberID, code(kerr.InconsistentGroupProtocol))
 	}
+	instance := ""
+	if v >= 5 && req.InstanceID != nil {
+		instance = *req.InstanceID
+	}
 	m, known := g.members[req.MemberID]
+	replaced := false
+	if instance != "" {
+		if cur, ok := g.static[instance]; ok && cur != req.MemberID {
+			if req.MemberID != "" {
+				// An older incarnation of the instance, superseded.
+				return joinErr(v, req.MemberID, code(kerr.FencedInstanceID))
+			}
+			// The instance restarted: its new incarnation takes over the
+			// member (assignment, place in the group) under a new id; the
+			// old id is fenced.
+			m = g.replaceStatic(cur, newMemberID)
+			known, replaced = true, true
+		}
+		if known && m.instanceID != "" && m.instanceID != instance {
+			return joinErr(v, req.MemberID, code(kerr.FencedInstanceID))
+		}
+	}
 	if req.MemberID != "" && !known {
 		return joinErr(v, req.MemberID, code(kerr.UnknownMemberID))
 	}
@@ -163,8 +186,11 @@ func (g *Group) Join(now time.Time, req *kmsg.JoinGroupRequest, clientID, client
 	}
 	if !known {
 		g.seq++
-		m = &member{id: newMemberID, joinSeq: g.seq}
+		m = &member{id: newMemberID, joinSeq: g.seq, instanceID: instance}
 		g.members[m.id] = m
+		if instance != "" {
+			g.static[instance] = m.id
+		}
 	}
 	changed := !sameProtocols(m.protocols, req.Protocols)
 	m.clientID, m.clientHost = clientID, clientHost
@@ -181,6 +207,15 @@ func (g *Group) Join(now time.Time, req *kmsg.JoinGroupRequest, clientID, client
 	// can pick up new subscriptions).
 	if known && !changed && m.id != g.leader && (g.state == Stable || g.state == CompletingRebalance) {
 		return g.joinResponse(m, v)
+	}
+	// A restarted static member (KIP-345) with unchanged metadata resumes
+	// the current generation without a rebalance, the leader included:
+	// it gets the member list with skip_assignment (v9), and its SyncGroup
+	// returns the assignment it had.
+	if replaced && !changed && g.state == Stable {
+		r := g.joinResponse(m, v)
+		r.SkipAssignment = m.id == g.leader
+		return r
 	}
 	if m.join != nil && m.join != reply {
 		// A duplicate join from the same member supersedes the parked one.
@@ -291,6 +326,9 @@ func (g *Group) completeJoin(now time.Time) {
 	for id, m := range g.members {
 		if m.join == nil {
 			delete(g.members, id)
+			if m.instanceID != "" && g.static[m.instanceID] == id {
+				delete(g.static, m.instanceID)
+			}
 		}
 	}
 	g.generation++
@@ -471,6 +509,58 @@ func (g *Group) syncResponse(m *member, version int16) *kmsg.SyncGroupResponse {
 	return r
 }
 
+// replaceStatic moves the member of a restarted static instance to newID:
+// the old id is fenced (its parked join/sync get FENCED_INSTANCE_ID), the
+// member keeps its assignment, join order and leadership.
+func (g *Group) replaceStatic(oldID, newID string) *member {
+	m := g.members[oldID]
+	if m.join != nil {
+		m.join <- joinErr(m.joinVersion, m.id, code(kerr.FencedInstanceID))
+		m.join = nil
+	}
+	if m.sync != nil {
+		r := kmsg.NewPtrSyncGroupResponse()
+		r.Version = m.syncVersion
+		r.ErrorCode = code(kerr.FencedInstanceID)
+		m.sync <- r
+		m.sync = nil
+	}
+	delete(g.members, oldID)
+	m.id = newID
+	g.members[newID] = m
+	g.static[m.instanceID] = newID
+	if g.leader == oldID {
+		g.leader = newID
+	}
+	return m
+}
+
+// CheckInstance is KIP-345's fencing: a request naming a static instance
+// with a member id that is not the instance's current one gets
+// FENCED_INSTANCE_ID (0 otherwise, and for requests without an instance).
+func (g *Group) CheckInstance(memberID string, instanceID *string) int16 {
+	if instanceID == nil || *instanceID == "" {
+		return 0
+	}
+	if cur, ok := g.static[*instanceID]; ok && cur != memberID {
+		return code(kerr.FencedInstanceID)
+	}
+	return 0
+}
+
+// LeaveInstance removes the member of a static instance (LeaveGroup v3+
+// naming an instance, possibly without its member id).
+func (g *Group) LeaveInstance(now time.Time, memberID, instanceID string) int16 {
+	cur, ok := g.static[instanceID]
+	switch {
+	case !ok:
+		return code(kerr.UnknownMemberID)
+	case memberID != "" && memberID != cur:
+		return code(kerr.FencedInstanceID)
+	}
+	return g.Leave(now, cur)
+}
+
 // Heartbeat handles a Heartbeat and returns its error code.
 func (g *Group) Heartbeat(now time.Time, memberID string, generation int32) int16 {
 	switch {
@@ -520,6 +610,9 @@ func (g *Group) remove(now time.Time, m *member) {
 		m.sync = nil
 	}
 	delete(g.members, m.id)
+	if m.instanceID != "" && g.static[m.instanceID] == m.id {
+		delete(g.static, m.instanceID)
+	}
 	switch g.state {
 	case Stable, CompletingRebalance:
 		g.prepareRebalance(now)
@@ -620,6 +713,7 @@ func (g *Group) killWith(errCode int16) {
 		}
 	}
 	g.members = map[string]*member{}
+	g.static = map[string]string{}
 	g.state = Dead
 }
 
@@ -640,6 +734,10 @@ func (g *Group) Describe(d *kmsg.DescribeGroupsResponseGroup) {
 		m := g.members[id]
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID = m.id
+		if m.instanceID != "" {
+			inst := m.instanceID
+			dm.InstanceID = &inst
+		}
 		dm.ClientID = m.clientID
 		dm.ClientHost = m.clientHost
 		dm.ProtocolMetadata = m.metadataFor(g.protocol)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,6 +36,7 @@ type Snapshot struct {
 // MemberSnapshot is one member of a Snapshot.
 type MemberSnapshot struct {
 	ID                 string             `json:"id"`
+	InstanceID         string             `json:"instanceId,omitempty"`
 	ClientID           string             `json:"clientId"`
 	ClientHost         string             `json:"clientHost"`
 	Protocols          []ProtocolSnapshot `json:"protocols"`
@@ -68,7 +70,7 @@ func (g *Group) Snapshot() Snapshot {
 	sort.Strings(ids)
 	for _, id := range ids {
 		m := g.members[id]
-		ms := MemberSnapshot{ID: m.id, ClientID: m.clientID, ClientHost: m.clientHost,
+		ms := MemberSnapshot{ID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
 			SessionTimeoutMs: m.sessionTimeout.Milliseconds(), RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(),
 			Assignment: append([]byte(nil), m.assignment...), JoinSeq: m.joinSeq}
 		for _, p := range m.protocols {
@@ -90,7 +92,7 @@ func Restore(s Snapshot, limits Limits, now time.Time) (*Group, error) {
 	g := NewGroup(s.ID, limits)
 	g.generation, g.protocolType, g.protocol, g.leader, g.seq = s.Generation, s.ProtocolType, s.Protocol, s.Leader, s.Seq
 	for _, ms := range s.Members {
-		m := &member{id: ms.ID, clientID: ms.ClientID, clientHost: ms.ClientHost,
+		m := &member{id: ms.ID, instanceID: ms.InstanceID, clientID: ms.ClientID, clientHost: ms.ClientHost,
 			sessionTimeout:   time.Duration(ms.SessionTimeoutMs) * time.Millisecond,
 			rebalanceTimeout: time.Duration(ms.RebalanceTimeoutMs) * time.Millisecond,
 			assignment:       ms.Assignment, joinSeq: ms.JoinSeq, lastSeen: now}
@@ -98,6 +100,9 @@ func Restore(s Snapshot, limits Limits, now time.Time) (*Group, error) {
 			m.protocols = append(m.protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: p.Metadata})
 		}
 		g.members[m.id] = m
+		if m.instanceID != "" {
+			g.static[m.instanceID] = m.id
+		}
 	}
 	switch {
 	case s.State == Stable.String() && len(g.members) > 0:
@@ -108,6 +113,7 @@ func Restore(s Snapshot, limits Limits, now time.Time) (*Group, error) {
 	default:
 		g.toEmpty()
 		g.members = map[string]*member{}
+		g.static = map[string]string{}
 	}
 	return g, nil
 }
@@ -133,8 +139,14 @@ type persistKey struct {
 	state      State
 	generation int32
 	members    int
+	memberIDs  string // a static member's restart changes an id, nothing else
 }
 
 func (g *Group) persistKey() persistKey {
-	return persistKey{state: g.state, generation: g.generation, members: len(g.members)}
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return persistKey{state: g.state, generation: g.generation, members: len(g.members), memberIDs: strings.Join(ids, "\x00")}
 }

@@ -121,6 +121,9 @@ type Store struct {
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// markersDone is closed when serveMarkers (markers.go) returns; nil
+	// for a store without a cluster.
+	markersDone chan struct{}
 }
 
 // New returns a Store and starts watching topic records so that changes by
@@ -142,6 +145,10 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 	s.stopWatch = cancel
 	s.watchDone = make(chan struct{})
 	go s.watch(ch)
+	if cfg.Cluster != nil {
+		s.markersDone = make(chan struct{})
+		go s.serveMarkers(ctx)
+	}
 	return s, nil
 }
 
@@ -150,6 +157,9 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 func (s *Store) Close(ctx context.Context) error {
 	s.stopWatch()
 	<-s.watchDone
+	if s.markersDone != nil {
+		<-s.markersDone
+	}
 	s.closeTxnIndexes(ctx)
 	s.mu.Lock()
 	s.topics = map[string]*Topic{}

@@ -95,6 +95,49 @@ type txnIndex struct {
 	nextMarker      uint64
 	dirty           bool
 	flushing        bool
+	// epoch is the partition's append-session epoch the index was loaded
+	// under; another epoch means the partition changed hands since.
+	epoch uint64
+}
+
+// forget drops the in-memory state (it is reloaded from the checkpoint
+// and the stream on next use). Caller holds x.mu.
+func (x *txnIndex) forget() {
+	x.loaded, x.hasRec, x.dirty = false, false, false
+	x.open, x.aborted, x.unpersisted = map[int64]OpenTxn{}, nil, nil
+	x.markersInFlight = map[uint64]int64{}
+}
+
+// useTxnIndex makes x safe to use here. Only the partition's leader (the
+// owner of its stream) keeps transaction state: elsewhere the answer is
+// ErrNotLeader and any cached state is dropped. An index loaded under
+// another session epoch than epoch (the partition changed hands since, so
+// another broker may have appended) is reloaded. Appends issued under an
+// older session cannot commit any more (they are fenced), so nothing in
+// flight is lost by the reload. Caller holds x.mu.
+func (s *Store) useTxnIndex(ctx context.Context, x *txnIndex, p *Partition, epoch uint64) error {
+	if s.cfg.Cluster != nil && !s.cfg.Cluster.OwnsStream(p.StreamName()) {
+		x.forget()
+		return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
+	}
+	if x.loaded && x.epoch != epoch {
+		x.forget()
+	}
+	if err := s.loadTxnIndex(ctx, x); err != nil {
+		return err
+	}
+	x.epoch = epoch
+	return nil
+}
+
+// headEpoch is the partition's current append-session epoch (read paths,
+// which never acquire the session).
+func (s *Store) headEpoch(ctx context.Context, p *Partition) (uint64, error) {
+	info, err := s.streams.Describe(ctx, p.StreamID)
+	if err != nil {
+		return 0, err
+	}
+	return info.Session.Epoch, nil
 }
 
 // txnIndexes is the Store's set of partition indexes, keyed by stream id so
@@ -265,10 +308,14 @@ func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64
 	if p.proj != nil {
 		return nil, notOnProjected("transactional produce")
 	}
+	sess, err := p.session(ctx, s) // our own epoch, before the index is checked against it
+	if err != nil {
+		return nil, err
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.loadTxnIndex(ctx, x); err != nil {
+	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
 		return nil, err
 	}
 	if err := verify(); err != nil {
@@ -287,7 +334,14 @@ func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64
 		x.open[pid] = OpenTxn{ProducerID: pid, ProducerEpoch: epoch, First: end, StartMs: s.cfg.Now().UnixMilli()}
 		x.dirty = true
 	}
-	return s.AppendAsync(ctx, p, build)
+	return s.appendWith(sess, build), nil
+}
+
+// appendWith issues an append under exactly sess, the session the index was
+// checked against (not a possibly newer one).
+func (s *Store) appendWith(sess stream.Session, build func(epoch int32) stream.AppendRequest) *Appending {
+	epoch := epochOf(sess)
+	return &Appending{Future: s.streams.AppendAsync(sess, build(epoch)), Epoch: epoch, sess: sess, store: s}
 }
 
 // createTxnCheckpoint writes the first checkpoint of a partition (nothing
@@ -318,9 +372,13 @@ func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch
 	if p.proj != nil {
 		return -1, notOnProjected("transaction markers")
 	}
+	sess, err := p.session(ctx, s)
+	if err != nil {
+		return -1, err
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
-	if err := s.loadTxnIndex(ctx, x); err != nil {
+	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
 		x.mu.Unlock()
 		return -1, err
 	}
@@ -333,14 +391,10 @@ func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch
 	// to, or already closed) still gets its marker, as in Kafka.
 	now := s.cfg.Now().UnixMilli()
 	batch := kbatch.BuildControl(pid, epoch, commit, coordinatorEpoch, now)
-	app, err := s.AppendAsync(ctx, p, func(le int32) stream.AppendRequest {
+	app := s.appendWith(sess, func(le int32) stream.AppendRequest {
 		kbatch.SetLeaderEpoch(batch, le)
 		return stream.AppendRequest{Entries: []stream.Entry{{Payload: batch, RecordCount: 1, Timestamp: now}}, ExpectedStart: -1}
 	})
-	if err != nil {
-		x.mu.Unlock()
-		return -1, err
-	}
 	x.nextMarker++
 	mid := x.nextMarker
 	x.markersInFlight[mid] = end
@@ -374,10 +428,14 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 	if p.proj != nil {
 		return hwm, nil // no transactions on projected topics
 	}
+	epoch, err := s.headEpoch(ctx, p)
+	if err != nil {
+		return -1, err
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.loadTxnIndex(ctx, x); err != nil {
+	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
 		return -1, err
 	}
 	lso := hwm
@@ -394,10 +452,14 @@ func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64)
 	if p.proj != nil {
 		return nil, nil
 	}
+	epoch, err := s.headEpoch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.loadTxnIndex(ctx, x); err != nil {
+	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
 		return nil, err
 	}
 	i := sort.Search(len(x.aborted), func(i int) bool { return x.aborted[i].Last >= from })
@@ -416,10 +478,14 @@ func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 	if p.proj != nil {
 		return nil, nil
 	}
+	epoch, err := s.headEpoch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.loadTxnIndex(ctx, x); err != nil {
+	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
 		return nil, err
 	}
 	out := make([]OpenTxn, 0, len(x.open))
@@ -467,6 +533,10 @@ func (s *Store) kickTxnFlush(x *txnIndex) {
 // metadata writes run without x.mu; the snapshot they write is taken under it.
 func (s *Store) flushTxnIndex(ctx context.Context, x *txnIndex) error {
 	x.mu.Lock()
+	if !x.loaded || !x.hasRec {
+		x.mu.Unlock()
+		return nil // forgotten (the partition moved) or nothing to write
+	}
 	end, _, err := s.streams.Notify(ctx, x.id)
 	if err != nil {
 		x.mu.Unlock()

@@ -45,6 +45,11 @@ type Config struct {
 	// CheckInterval is how often expired transactions are aborted and
 	// unfinished completions retried (default 1s; Kafka checks every 10s).
 	CheckInterval time.Duration
+	// Owns reports whether this broker coordinates a transactional id
+	// (cluster placement; nil: every id). Requests for other ids get
+	// NOT_COORDINATOR, and their records are neither completed nor expired
+	// here.
+	Owns func(id string) bool
 	// Logger (default slog.Default()) and Now (default time.Now).
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -99,6 +104,9 @@ func New(meta metadata.Store, st Storage, cfg Config) *Coordinator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Owns == nil {
+		cfg.Owns = func(string) bool { return true }
+	}
 	return &Coordinator{meta: meta, st: st, cfg: cfg, log: cfg.Logger, txns: map[string]*entry{},
 		pending: map[string]map[TopicPartition]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
@@ -114,21 +122,63 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		close(c.done)
 		return fmt.Errorf("kafka/ktxn: load transactions: %w", err)
 	}
+	c.adopt(recs)
+	go c.loop()
+	c.sweep(ctx) // finish in-doubt transactions before serving
+	return nil
+}
+
+// adopt loads the owned records among recs that are not in memory.
+func (c *Coordinator) adopt(recs []metadata.Record) {
 	for _, r := range recs {
 		var rec Record
 		if err := json.Unmarshal(r.Value, &rec); err != nil || rec.V != recordVersion {
 			c.log.Warn("kafka/ktxn: skipping undecodable transaction record", "key", r.Key, "err", err)
 			continue
 		}
-		e := &entry{id: rec.TxnID, rec: rec, ver: r.Version, loaded: true}
-		e.view.Store(&rec)
+		if !c.cfg.Owns(rec.TxnID) {
+			continue
+		}
 		c.mu.Lock()
-		c.txns[rec.TxnID] = e
-		c.indexPending(nil, &rec)
+		if _, ok := c.txns[rec.TxnID]; !ok {
+			e := &entry{id: rec.TxnID, rec: rec, ver: r.Version, loaded: true}
+			e.view.Store(&rec)
+			c.txns[rec.TxnID] = e
+			c.indexPending(nil, &rec)
+		}
 		c.mu.Unlock()
 	}
-	go c.loop()
-	c.sweep(ctx) // finish in-doubt transactions before serving
+}
+
+// Reconcile follows a placement change: transactional ids this broker no
+// longer coordinates are forgotten (their next owner reads the store), and
+// records of ids it now coordinates are loaded, so decided ones are
+// completed and expired ones aborted here.
+func (c *Coordinator) Reconcile(ctx context.Context) error {
+	c.mu.Lock()
+	var gone []*entry
+	for id, e := range c.txns {
+		if !c.cfg.Owns(id) {
+			gone = append(gone, e)
+			delete(c.txns, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range gone {
+		e.mu.Lock()
+		rec := e.rec
+		c.mu.Lock()
+		c.indexPending(&rec, nil)
+		c.mu.Unlock()
+		e.loaded = false
+		e.view.Store(nil)
+		e.mu.Unlock()
+	}
+	recs, err := c.meta.RangeScan(ctx, keyTxns, keyTxns[:len(keyTxns)-1]+string(keyTxns[len(keyTxns)-1]+1), 0)
+	if err != nil {
+		return err
+	}
+	c.adopt(recs)
 	return nil
 }
 
@@ -170,7 +220,14 @@ func (c *Coordinator) sweep(ctx context.Context) {
 	c.mu.Unlock()
 	now := c.cfg.Now().UnixMilli()
 	for _, e := range es {
+		if !c.cfg.Owns(e.id) {
+			continue // Reconcile forgets it
+		}
 		e.mu.Lock()
+		if !e.loaded {
+			e.mu.Unlock()
+			continue
+		}
 		if e.lazy && now-e.rec.UpdateMs >= c.cfg.CheckInterval.Milliseconds() {
 			_ = c.persist(ctx, e, e.rec)
 		}
@@ -194,6 +251,9 @@ func (c *Coordinator) sweep(ctx context.Context) {
 
 // lockEntry returns the id's entry, locked and loaded.
 func (c *Coordinator) lockEntry(ctx context.Context, id string) (*entry, int16) {
+	if !c.cfg.Owns(id) {
+		return nil, kerr.NotCoordinator.Code
+	}
 	c.mu.Lock()
 	e := c.txns[id]
 	if e == nil {
@@ -480,6 +540,9 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []
 // transactional batch: the producer's transaction is ongoing with this
 // epoch and includes the partition. It reads only the published view.
 func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartition) int16 {
+	if !c.cfg.Owns(id) {
+		return kerr.NotCoordinator.Code // VerifyAt reads the store for these
+	}
 	c.mu.Lock()
 	e := c.txns[id]
 	c.mu.Unlock()
@@ -498,6 +561,39 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartitio
 	case epoch > v.Epoch:
 		return kerr.InvalidProducerEpoch.Code
 	case v.State != Ongoing || !v.hasPartition(tp):
+		return kerr.InvalidTxnState.Code
+	}
+	return 0
+}
+
+// VerifyAt is Verify for any transactional id: for ids another broker
+// coordinates it reads the id's record from the metadata store (a
+// linearizable read, made under the partition's index lock: a coordinator
+// that decided the transaction stored Prepare* before it asked for the
+// partition's marker, so the read either sees the decision or the batch is
+// appended before the marker). With lazy completion a stored Prepare* may
+// already be complete; either way no batch is accepted for it.
+func (c *Coordinator) VerifyAt(ctx context.Context, id string, pid int64, epoch int16, tp TopicPartition) int16 {
+	if c.cfg.Owns(id) {
+		return c.Verify(id, pid, epoch, tp)
+	}
+	r, err := c.meta.Get(ctx, txnKey(id))
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return kerr.InvalidTxnState.Code
+	}
+	if err != nil {
+		return kerr.NotEnoughReplicas.Code // retriable: the store is unreachable
+	}
+	var rec Record
+	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.V != recordVersion {
+		return kerr.NotEnoughReplicas.Code
+	}
+	switch {
+	case rec.ProducerID != pid:
+		return kerr.InvalidProducerIDMapping.Code
+	case epoch != rec.Epoch:
+		return kerr.InvalidProducerEpoch.Code
+	case rec.State != Ongoing || !rec.hasPartition(tp):
 		return kerr.InvalidTxnState.Code
 	}
 	return 0

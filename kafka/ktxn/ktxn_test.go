@@ -376,3 +376,54 @@ func TestLazyCompletion(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOwnershipMoves: a coordinator answers NOT_COORDINATOR for ids it does
+// not own; when ownership moves to it, Reconcile loads the id's record and
+// completes its decided transaction; the old owner forgets it.
+func TestOwnershipMoves(t *testing.T) {
+	ctx := context.Background()
+	meta, st := memstore.New(), &fakeStorage{}
+	var mu sync.Mutex
+	owner := "a"
+	owns := func(me string) func(string) bool {
+		return func(string) bool { mu.Lock(); defer mu.Unlock(); return owner == me }
+	}
+	a := New(meta, st, Config{CheckInterval: time.Hour, Owns: owns("a")})
+	b := New(meta, st, Config{CheckInterval: time.Hour, Owns: owns("b")})
+	for _, c := range []*Coordinator{a, b} {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	if _, _, code := b.InitProducerID(ctx, "moving", 60000, -1, -1); code != kerr.NotCoordinator.Code {
+		t.Fatalf("non-owner answered %d", code)
+	}
+	pid, epoch, _ := a.InitProducerID(ctx, "moving", 60000, -1, -1)
+	_ = a.AddPartitions(ctx, "moving", pid, epoch, []TopicPartition{tpA})
+	st.fail = errors.New("leader moving")
+	if code := a.EndTxn(ctx, "moving", pid, epoch, true); code == 0 {
+		t.Fatal("completed with failing markers")
+	}
+	st.fail = nil
+	st.takeMarkers()
+	mu.Lock()
+	owner = "b"
+	mu.Unlock()
+	if err := a.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.Verify("moving", pid, epoch, tpA); code == 0 {
+		t.Fatal("the old owner still verifies")
+	}
+	b.sweep(ctx)
+	if rec, _, _ := b.Describe(ctx, "moving"); rec.State != CompleteCommit {
+		t.Fatalf("new owner: %s", rec.State)
+	}
+	if m := st.takeMarkers(); len(m) != 1 || !m[0].commit {
+		t.Fatalf("markers %+v", m)
+	}
+}

@@ -431,12 +431,29 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: publish: %w", key, err)
 	}
 	published = true
+	if syncMutant == mutantSkipPublishDir {
+		return s.version(gen), nil
+	}
 	if err := syncDir(parent); err != nil {
 		// Visible but not known durable: outcome unknown, no sentinel.
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: published but directory sync failed (outcome unknown): %v", key, err)
 	}
 	return s.version(gen), nil
 }
+
+// syncMutant names one fsync of the publication protocol that the
+// power-cut mutant test skips, to prove the power-cut test notices
+// (powercut_test.go). It is set only through export_test.go, in test
+// binaries; production code never changes it.
+var syncMutant mutantSync
+
+type mutantSync uint8
+
+const (
+	mutantNone           mutantSync = iota
+	mutantSkipTempSync              // writeTemp: the object file's fdatasync before the rename
+	mutantSkipPublishDir            // Put: the directory fsync after the rename
+)
 
 // writeTemp writes a complete object file into this Store's temp directory
 // and syncs it.
@@ -452,6 +469,9 @@ func (s *Store) writeTemp(data []byte, gen uint64) (string, error) {
 		}
 		if _, err := f.Write(data); err != nil {
 			return err
+		}
+		if syncMutant == mutantSkipTempSync {
+			return nil
 		}
 		return fdatasync(f)
 	}()

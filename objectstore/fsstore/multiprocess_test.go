@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWriter) != "" {
 		os.Exit(runWriter())
 	}
+	if os.Getenv(envPowerWriter) != "" {
+		os.Exit(runPowerWriter())
+	}
 	if id := os.Getenv(envChild); id != "" {
 		os.Exit(runChild(id))
 	}

@@ -579,7 +579,7 @@ func (x *CommandSubscribe_SubType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_SubType.Descriptor instead.
 func (CommandSubscribe_SubType) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{14, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type CommandSubscribe_InitialPosition int32
@@ -635,7 +635,7 @@ func (x *CommandSubscribe_InitialPosition) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_InitialPosition.Descriptor instead.
 func (CommandSubscribe_InitialPosition) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{14, 1}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{15, 1}
 }
 
 type CommandPartitionedTopicMetadataResponse_LookupType int32
@@ -691,7 +691,7 @@ func (x *CommandPartitionedTopicMetadataResponse_LookupType) UnmarshalJSON(b []b
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse_LookupType.Descriptor instead.
 func (CommandPartitionedTopicMetadataResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{16, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type CommandLookupTopicResponse_LookupType int32
@@ -750,7 +750,7 @@ func (x *CommandLookupTopicResponse_LookupType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandLookupTopicResponse_LookupType.Descriptor instead.
 func (CommandLookupTopicResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{18, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type CommandAck_AckType int32
@@ -806,7 +806,7 @@ func (x *CommandAck_AckType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_AckType.Descriptor instead.
 func (CommandAck_AckType) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{24, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type CommandAck_ValidationError int32
@@ -871,7 +871,7 @@ func (x *CommandAck_ValidationError) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_ValidationError.Descriptor instead.
 func (CommandAck_ValidationError) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{24, 1}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{25, 1}
 }
 
 type CommandGetTopicsOfNamespace_Mode int32
@@ -930,7 +930,7 @@ func (x *CommandGetTopicsOfNamespace_Mode) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandGetTopicsOfNamespace_Mode.Descriptor instead.
 func (CommandGetTopicsOfNamespace_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{42, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{43, 0}
 }
 
 type BaseCommand_Type int32
@@ -1154,7 +1154,7 @@ func (x *BaseCommand_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use BaseCommand_Type.Descriptor instead.
 func (BaseCommand_Type) EnumDescriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{48, 0}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{49, 0}
 }
 
 type KeyValue struct {
@@ -2235,6 +2235,71 @@ func (x *AuthData) GetAuthData() []byte {
 	return nil
 }
 
+type CommandAuthChallenge struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ServerVersion   *string                `protobuf:"bytes,1,opt,name=server_version,json=serverVersion" json:"server_version,omitempty"`
+	Challenge       *AuthData              `protobuf:"bytes,2,opt,name=challenge" json:"challenge,omitempty"`
+	ProtocolVersion *int32                 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+// Default values for CommandAuthChallenge fields.
+const (
+	Default_CommandAuthChallenge_ProtocolVersion = int32(0)
+)
+
+func (x *CommandAuthChallenge) Reset() {
+	*x = CommandAuthChallenge{}
+	mi := &file_pulsar_api_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandAuthChallenge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandAuthChallenge) ProtoMessage() {}
+
+func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
+	mi := &file_pulsar_api_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandAuthChallenge.ProtoReflect.Descriptor instead.
+func (*CommandAuthChallenge) Descriptor() ([]byte, []int) {
+	return file_pulsar_api_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CommandAuthChallenge) GetServerVersion() string {
+	if x != nil && x.ServerVersion != nil {
+		return *x.ServerVersion
+	}
+	return ""
+}
+
+func (x *CommandAuthChallenge) GetChallenge() *AuthData {
+	if x != nil {
+		return x.Challenge
+	}
+	return nil
+}
+
+func (x *CommandAuthChallenge) GetProtocolVersion() int32 {
+	if x != nil && x.ProtocolVersion != nil {
+		return *x.ProtocolVersion
+	}
+	return Default_CommandAuthChallenge_ProtocolVersion
+}
+
 type CommandAuthResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ClientVersion   *string                `protobuf:"bytes,1,opt,name=client_version,json=clientVersion" json:"client_version,omitempty"`
@@ -2251,7 +2316,7 @@ const (
 
 func (x *CommandAuthResponse) Reset() {
 	*x = CommandAuthResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[12]
+	mi := &file_pulsar_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2328,7 @@ func (x *CommandAuthResponse) String() string {
 func (*CommandAuthResponse) ProtoMessage() {}
 
 func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[12]
+	mi := &file_pulsar_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2341,7 @@ func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAuthResponse.ProtoReflect.Descriptor instead.
 func (*CommandAuthResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{12}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CommandAuthResponse) GetClientVersion() string {
@@ -2316,7 +2381,7 @@ const (
 
 func (x *KeySharedMeta) Reset() {
 	*x = KeySharedMeta{}
-	mi := &file_pulsar_api_proto_msgTypes[13]
+	mi := &file_pulsar_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2393,7 @@ func (x *KeySharedMeta) String() string {
 func (*KeySharedMeta) ProtoMessage() {}
 
 func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[13]
+	mi := &file_pulsar_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2406,7 @@ func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySharedMeta.ProtoReflect.Descriptor instead.
 func (*KeySharedMeta) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{13}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KeySharedMeta) GetKeySharedMode() KeySharedMode {
@@ -2400,7 +2465,7 @@ const (
 
 func (x *CommandSubscribe) Reset() {
 	*x = CommandSubscribe{}
-	mi := &file_pulsar_api_proto_msgTypes[14]
+	mi := &file_pulsar_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2477,7 @@ func (x *CommandSubscribe) String() string {
 func (*CommandSubscribe) ProtoMessage() {}
 
 func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[14]
+	mi := &file_pulsar_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2490,7 @@ func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSubscribe.ProtoReflect.Descriptor instead.
 func (*CommandSubscribe) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{14}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommandSubscribe) GetTopic() string {
@@ -2577,7 +2642,7 @@ const (
 
 func (x *CommandPartitionedTopicMetadata) Reset() {
 	*x = CommandPartitionedTopicMetadata{}
-	mi := &file_pulsar_api_proto_msgTypes[15]
+	mi := &file_pulsar_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2654,7 @@ func (x *CommandPartitionedTopicMetadata) String() string {
 func (*CommandPartitionedTopicMetadata) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[15]
+	mi := &file_pulsar_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2667,7 @@ func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPartitionedTopicMetadata.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadata) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{15}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandPartitionedTopicMetadata) GetTopic() string {
@@ -2639,7 +2704,7 @@ type CommandPartitionedTopicMetadataResponse struct {
 
 func (x *CommandPartitionedTopicMetadataResponse) Reset() {
 	*x = CommandPartitionedTopicMetadataResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[16]
+	mi := &file_pulsar_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2716,7 @@ func (x *CommandPartitionedTopicMetadataResponse) String() string {
 func (*CommandPartitionedTopicMetadataResponse) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[16]
+	mi := &file_pulsar_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2729,7 @@ func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{16}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetPartitions() uint32 {
@@ -2719,7 +2784,7 @@ const (
 
 func (x *CommandLookupTopic) Reset() {
 	*x = CommandLookupTopic{}
-	mi := &file_pulsar_api_proto_msgTypes[17]
+	mi := &file_pulsar_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2796,7 @@ func (x *CommandLookupTopic) String() string {
 func (*CommandLookupTopic) ProtoMessage() {}
 
 func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[17]
+	mi := &file_pulsar_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2809,7 @@ func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopic.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopic) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{17}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandLookupTopic) GetTopic() string {
@@ -2797,7 +2862,7 @@ const (
 
 func (x *CommandLookupTopicResponse) Reset() {
 	*x = CommandLookupTopicResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[18]
+	mi := &file_pulsar_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2874,7 @@ func (x *CommandLookupTopicResponse) String() string {
 func (*CommandLookupTopicResponse) ProtoMessage() {}
 
 func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[18]
+	mi := &file_pulsar_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2887,7 @@ func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopicResponse.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopicResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{18}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandLookupTopicResponse) GetBrokerServiceUrl() string {
@@ -2911,7 +2976,7 @@ const (
 
 func (x *CommandProducer) Reset() {
 	*x = CommandProducer{}
-	mi := &file_pulsar_api_proto_msgTypes[19]
+	mi := &file_pulsar_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +2988,7 @@ func (x *CommandProducer) String() string {
 func (*CommandProducer) ProtoMessage() {}
 
 func (x *CommandProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[19]
+	mi := &file_pulsar_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3001,7 @@ func (x *CommandProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducer.ProtoReflect.Descriptor instead.
 func (*CommandProducer) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{19}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandProducer) GetTopic() string {
@@ -3057,7 +3122,7 @@ const (
 
 func (x *CommandSend) Reset() {
 	*x = CommandSend{}
-	mi := &file_pulsar_api_proto_msgTypes[20]
+	mi := &file_pulsar_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3134,7 @@ func (x *CommandSend) String() string {
 func (*CommandSend) ProtoMessage() {}
 
 func (x *CommandSend) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[20]
+	mi := &file_pulsar_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3147,7 @@ func (x *CommandSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSend.ProtoReflect.Descriptor instead.
 func (*CommandSend) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{20}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandSend) GetProducerId() uint64 {
@@ -3165,7 +3230,7 @@ const (
 
 func (x *CommandSendReceipt) Reset() {
 	*x = CommandSendReceipt{}
-	mi := &file_pulsar_api_proto_msgTypes[21]
+	mi := &file_pulsar_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3242,7 @@ func (x *CommandSendReceipt) String() string {
 func (*CommandSendReceipt) ProtoMessage() {}
 
 func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[21]
+	mi := &file_pulsar_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3255,7 @@ func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendReceipt.ProtoReflect.Descriptor instead.
 func (*CommandSendReceipt) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{21}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommandSendReceipt) GetProducerId() uint64 {
@@ -3233,7 +3298,7 @@ type CommandSendError struct {
 
 func (x *CommandSendError) Reset() {
 	*x = CommandSendError{}
-	mi := &file_pulsar_api_proto_msgTypes[22]
+	mi := &file_pulsar_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3310,7 @@ func (x *CommandSendError) String() string {
 func (*CommandSendError) ProtoMessage() {}
 
 func (x *CommandSendError) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[22]
+	mi := &file_pulsar_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3323,7 @@ func (x *CommandSendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendError.ProtoReflect.Descriptor instead.
 func (*CommandSendError) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{22}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommandSendError) GetProducerId() uint64 {
@@ -3307,7 +3372,7 @@ const (
 
 func (x *CommandMessage) Reset() {
 	*x = CommandMessage{}
-	mi := &file_pulsar_api_proto_msgTypes[23]
+	mi := &file_pulsar_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3384,7 @@ func (x *CommandMessage) String() string {
 func (*CommandMessage) ProtoMessage() {}
 
 func (x *CommandMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[23]
+	mi := &file_pulsar_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3397,7 @@ func (x *CommandMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandMessage.ProtoReflect.Descriptor instead.
 func (*CommandMessage) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{23}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandMessage) GetConsumerId() uint64 {
@@ -3392,7 +3457,7 @@ const (
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_pulsar_api_proto_msgTypes[24]
+	mi := &file_pulsar_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3469,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[24]
+	mi := &file_pulsar_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3482,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{24}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommandAck) GetConsumerId() uint64 {
@@ -3496,7 +3561,7 @@ const (
 
 func (x *CommandAckResponse) Reset() {
 	*x = CommandAckResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[25]
+	mi := &file_pulsar_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3573,7 @@ func (x *CommandAckResponse) String() string {
 func (*CommandAckResponse) ProtoMessage() {}
 
 func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[25]
+	mi := &file_pulsar_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3586,7 @@ func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAckResponse.ProtoReflect.Descriptor instead.
 func (*CommandAckResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{25}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandAckResponse) GetConsumerId() uint64 {
@@ -3581,7 +3646,7 @@ const (
 
 func (x *CommandActiveConsumerChange) Reset() {
 	*x = CommandActiveConsumerChange{}
-	mi := &file_pulsar_api_proto_msgTypes[26]
+	mi := &file_pulsar_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3658,7 @@ func (x *CommandActiveConsumerChange) String() string {
 func (*CommandActiveConsumerChange) ProtoMessage() {}
 
 func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[26]
+	mi := &file_pulsar_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3671,7 @@ func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandActiveConsumerChange.ProtoReflect.Descriptor instead.
 func (*CommandActiveConsumerChange) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{26}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommandActiveConsumerChange) GetConsumerId() uint64 {
@@ -3633,7 +3698,7 @@ type CommandFlow struct {
 
 func (x *CommandFlow) Reset() {
 	*x = CommandFlow{}
-	mi := &file_pulsar_api_proto_msgTypes[27]
+	mi := &file_pulsar_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3710,7 @@ func (x *CommandFlow) String() string {
 func (*CommandFlow) ProtoMessage() {}
 
 func (x *CommandFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[27]
+	mi := &file_pulsar_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3723,7 @@ func (x *CommandFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandFlow.ProtoReflect.Descriptor instead.
 func (*CommandFlow) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{27}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommandFlow) GetConsumerId() uint64 {
@@ -3691,7 +3756,7 @@ const (
 
 func (x *CommandUnsubscribe) Reset() {
 	*x = CommandUnsubscribe{}
-	mi := &file_pulsar_api_proto_msgTypes[28]
+	mi := &file_pulsar_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +3768,7 @@ func (x *CommandUnsubscribe) String() string {
 func (*CommandUnsubscribe) ProtoMessage() {}
 
 func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[28]
+	mi := &file_pulsar_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +3781,7 @@ func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandUnsubscribe.ProtoReflect.Descriptor instead.
 func (*CommandUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{28}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommandUnsubscribe) GetConsumerId() uint64 {
@@ -3752,7 +3817,7 @@ type CommandSeek struct {
 
 func (x *CommandSeek) Reset() {
 	*x = CommandSeek{}
-	mi := &file_pulsar_api_proto_msgTypes[29]
+	mi := &file_pulsar_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3829,7 @@ func (x *CommandSeek) String() string {
 func (*CommandSeek) ProtoMessage() {}
 
 func (x *CommandSeek) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[29]
+	mi := &file_pulsar_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3842,7 @@ func (x *CommandSeek) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSeek.ProtoReflect.Descriptor instead.
 func (*CommandSeek) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{29}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommandSeek) GetConsumerId() uint64 {
@@ -3820,7 +3885,7 @@ type CommandCloseProducer struct {
 
 func (x *CommandCloseProducer) Reset() {
 	*x = CommandCloseProducer{}
-	mi := &file_pulsar_api_proto_msgTypes[30]
+	mi := &file_pulsar_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3897,7 @@ func (x *CommandCloseProducer) String() string {
 func (*CommandCloseProducer) ProtoMessage() {}
 
 func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[30]
+	mi := &file_pulsar_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3910,7 @@ func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseProducer.ProtoReflect.Descriptor instead.
 func (*CommandCloseProducer) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{30}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CommandCloseProducer) GetProducerId() uint64 {
@@ -3888,7 +3953,7 @@ type CommandCloseConsumer struct {
 
 func (x *CommandCloseConsumer) Reset() {
 	*x = CommandCloseConsumer{}
-	mi := &file_pulsar_api_proto_msgTypes[31]
+	mi := &file_pulsar_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3900,7 +3965,7 @@ func (x *CommandCloseConsumer) String() string {
 func (*CommandCloseConsumer) ProtoMessage() {}
 
 func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[31]
+	mi := &file_pulsar_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3913,7 +3978,7 @@ func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseConsumer.ProtoReflect.Descriptor instead.
 func (*CommandCloseConsumer) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{31}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CommandCloseConsumer) GetConsumerId() uint64 {
@@ -3955,7 +4020,7 @@ type CommandRedeliverUnacknowledgedMessages struct {
 
 func (x *CommandRedeliverUnacknowledgedMessages) Reset() {
 	*x = CommandRedeliverUnacknowledgedMessages{}
-	mi := &file_pulsar_api_proto_msgTypes[32]
+	mi := &file_pulsar_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4032,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) String() string {
 func (*CommandRedeliverUnacknowledgedMessages) ProtoMessage() {}
 
 func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[32]
+	mi := &file_pulsar_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4045,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use CommandRedeliverUnacknowledgedMessages.ProtoReflect.Descriptor instead.
 func (*CommandRedeliverUnacknowledgedMessages) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{32}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) GetConsumerId() uint64 {
@@ -4014,7 +4079,7 @@ type CommandSuccess struct {
 
 func (x *CommandSuccess) Reset() {
 	*x = CommandSuccess{}
-	mi := &file_pulsar_api_proto_msgTypes[33]
+	mi := &file_pulsar_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4091,7 @@ func (x *CommandSuccess) String() string {
 func (*CommandSuccess) ProtoMessage() {}
 
 func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[33]
+	mi := &file_pulsar_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4104,7 @@ func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSuccess.ProtoReflect.Descriptor instead.
 func (*CommandSuccess) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{33}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CommandSuccess) GetRequestId() uint64 {
@@ -4076,7 +4141,7 @@ const (
 
 func (x *CommandProducerSuccess) Reset() {
 	*x = CommandProducerSuccess{}
-	mi := &file_pulsar_api_proto_msgTypes[34]
+	mi := &file_pulsar_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4153,7 @@ func (x *CommandProducerSuccess) String() string {
 func (*CommandProducerSuccess) ProtoMessage() {}
 
 func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[34]
+	mi := &file_pulsar_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4166,7 @@ func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducerSuccess.ProtoReflect.Descriptor instead.
 func (*CommandProducerSuccess) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{34}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommandProducerSuccess) GetRequestId() uint64 {
@@ -4157,7 +4222,7 @@ type CommandError struct {
 
 func (x *CommandError) Reset() {
 	*x = CommandError{}
-	mi := &file_pulsar_api_proto_msgTypes[35]
+	mi := &file_pulsar_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4169,7 +4234,7 @@ func (x *CommandError) String() string {
 func (*CommandError) ProtoMessage() {}
 
 func (x *CommandError) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[35]
+	mi := &file_pulsar_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4182,7 +4247,7 @@ func (x *CommandError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandError.ProtoReflect.Descriptor instead.
 func (*CommandError) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{35}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommandError) GetRequestId() uint64 {
@@ -4214,7 +4279,7 @@ type CommandPing struct {
 
 func (x *CommandPing) Reset() {
 	*x = CommandPing{}
-	mi := &file_pulsar_api_proto_msgTypes[36]
+	mi := &file_pulsar_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4226,7 +4291,7 @@ func (x *CommandPing) String() string {
 func (*CommandPing) ProtoMessage() {}
 
 func (x *CommandPing) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[36]
+	mi := &file_pulsar_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4239,7 +4304,7 @@ func (x *CommandPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPing.ProtoReflect.Descriptor instead.
 func (*CommandPing) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{36}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{37}
 }
 
 type CommandPong struct {
@@ -4250,7 +4315,7 @@ type CommandPong struct {
 
 func (x *CommandPong) Reset() {
 	*x = CommandPong{}
-	mi := &file_pulsar_api_proto_msgTypes[37]
+	mi := &file_pulsar_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4327,7 @@ func (x *CommandPong) String() string {
 func (*CommandPong) ProtoMessage() {}
 
 func (x *CommandPong) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[37]
+	mi := &file_pulsar_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4340,7 @@ func (x *CommandPong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPong.ProtoReflect.Descriptor instead.
 func (*CommandPong) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{37}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{38}
 }
 
 type CommandConsumerStats struct {
@@ -4288,7 +4353,7 @@ type CommandConsumerStats struct {
 
 func (x *CommandConsumerStats) Reset() {
 	*x = CommandConsumerStats{}
-	mi := &file_pulsar_api_proto_msgTypes[38]
+	mi := &file_pulsar_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4365,7 @@ func (x *CommandConsumerStats) String() string {
 func (*CommandConsumerStats) ProtoMessage() {}
 
 func (x *CommandConsumerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[38]
+	mi := &file_pulsar_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4378,7 @@ func (x *CommandConsumerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConsumerStats.ProtoReflect.Descriptor instead.
 func (*CommandConsumerStats) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{38}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommandConsumerStats) GetRequestId() uint64 {
@@ -4354,7 +4419,7 @@ type CommandConsumerStatsResponse struct {
 
 func (x *CommandConsumerStatsResponse) Reset() {
 	*x = CommandConsumerStatsResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[39]
+	mi := &file_pulsar_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +4431,7 @@ func (x *CommandConsumerStatsResponse) String() string {
 func (*CommandConsumerStatsResponse) ProtoMessage() {}
 
 func (x *CommandConsumerStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[39]
+	mi := &file_pulsar_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +4444,7 @@ func (x *CommandConsumerStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConsumerStatsResponse.ProtoReflect.Descriptor instead.
 func (*CommandConsumerStatsResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{39}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CommandConsumerStatsResponse) GetRequestId() uint64 {
@@ -4504,7 +4569,7 @@ type CommandGetLastMessageId struct {
 
 func (x *CommandGetLastMessageId) Reset() {
 	*x = CommandGetLastMessageId{}
-	mi := &file_pulsar_api_proto_msgTypes[40]
+	mi := &file_pulsar_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4581,7 @@ func (x *CommandGetLastMessageId) String() string {
 func (*CommandGetLastMessageId) ProtoMessage() {}
 
 func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[40]
+	mi := &file_pulsar_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4594,7 @@ func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageId.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageId) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{40}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommandGetLastMessageId) GetConsumerId() uint64 {
@@ -4557,7 +4622,7 @@ type CommandGetLastMessageIdResponse struct {
 
 func (x *CommandGetLastMessageIdResponse) Reset() {
 	*x = CommandGetLastMessageIdResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[41]
+	mi := &file_pulsar_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4634,7 @@ func (x *CommandGetLastMessageIdResponse) String() string {
 func (*CommandGetLastMessageIdResponse) ProtoMessage() {}
 
 func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[41]
+	mi := &file_pulsar_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4647,7 @@ func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageIdResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageIdResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{41}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommandGetLastMessageIdResponse) GetLastMessageId() *MessageIdData {
@@ -4624,7 +4689,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespace) Reset() {
 	*x = CommandGetTopicsOfNamespace{}
-	mi := &file_pulsar_api_proto_msgTypes[42]
+	mi := &file_pulsar_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4701,7 @@ func (x *CommandGetTopicsOfNamespace) String() string {
 func (*CommandGetTopicsOfNamespace) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[42]
+	mi := &file_pulsar_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4714,7 @@ func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetTopicsOfNamespace.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespace) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{42}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommandGetTopicsOfNamespace) GetRequestId() uint64 {
@@ -4706,7 +4771,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespaceResponse) Reset() {
 	*x = CommandGetTopicsOfNamespaceResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[43]
+	mi := &file_pulsar_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4783,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) String() string {
 func (*CommandGetTopicsOfNamespaceResponse) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[43]
+	mi := &file_pulsar_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4796,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandGetTopicsOfNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{43}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetRequestId() uint64 {
@@ -4780,7 +4845,7 @@ type CommandGetSchema struct {
 
 func (x *CommandGetSchema) Reset() {
 	*x = CommandGetSchema{}
-	mi := &file_pulsar_api_proto_msgTypes[44]
+	mi := &file_pulsar_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4792,7 +4857,7 @@ func (x *CommandGetSchema) String() string {
 func (*CommandGetSchema) ProtoMessage() {}
 
 func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[44]
+	mi := &file_pulsar_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4805,7 +4870,7 @@ func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetSchema) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{44}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CommandGetSchema) GetRequestId() uint64 {
@@ -4842,7 +4907,7 @@ type CommandGetSchemaResponse struct {
 
 func (x *CommandGetSchemaResponse) Reset() {
 	*x = CommandGetSchemaResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[45]
+	mi := &file_pulsar_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +4919,7 @@ func (x *CommandGetSchemaResponse) String() string {
 func (*CommandGetSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[45]
+	mi := &file_pulsar_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +4932,7 @@ func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{45}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CommandGetSchemaResponse) GetRequestId() uint64 {
@@ -4916,7 +4981,7 @@ type CommandGetOrCreateSchema struct {
 
 func (x *CommandGetOrCreateSchema) Reset() {
 	*x = CommandGetOrCreateSchema{}
-	mi := &file_pulsar_api_proto_msgTypes[46]
+	mi := &file_pulsar_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4928,7 +4993,7 @@ func (x *CommandGetOrCreateSchema) String() string {
 func (*CommandGetOrCreateSchema) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[46]
+	mi := &file_pulsar_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4941,7 +5006,7 @@ func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchema) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{46}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CommandGetOrCreateSchema) GetRequestId() uint64 {
@@ -4977,7 +5042,7 @@ type CommandGetOrCreateSchemaResponse struct {
 
 func (x *CommandGetOrCreateSchemaResponse) Reset() {
 	*x = CommandGetOrCreateSchemaResponse{}
-	mi := &file_pulsar_api_proto_msgTypes[47]
+	mi := &file_pulsar_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4989,7 +5054,7 @@ func (x *CommandGetOrCreateSchemaResponse) String() string {
 func (*CommandGetOrCreateSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[47]
+	mi := &file_pulsar_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5002,7 +5067,7 @@ func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{47}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetRequestId() uint64 {
@@ -5069,6 +5134,7 @@ type BaseCommand struct {
 	GetTopicsOfNamespaceResponse    *CommandGetTopicsOfNamespaceResponse     `protobuf:"bytes,33,opt,name=getTopicsOfNamespaceResponse" json:"getTopicsOfNamespaceResponse,omitempty"`
 	GetSchema                       *CommandGetSchema                        `protobuf:"bytes,34,opt,name=getSchema" json:"getSchema,omitempty"`
 	GetSchemaResponse               *CommandGetSchemaResponse                `protobuf:"bytes,35,opt,name=getSchemaResponse" json:"getSchemaResponse,omitempty"`
+	AuthChallenge                   *CommandAuthChallenge                    `protobuf:"bytes,36,opt,name=authChallenge" json:"authChallenge,omitempty"`
 	AuthResponse                    *CommandAuthResponse                     `protobuf:"bytes,37,opt,name=authResponse" json:"authResponse,omitempty"`
 	AckResponse                     *CommandAckResponse                      `protobuf:"bytes,38,opt,name=ackResponse" json:"ackResponse,omitempty"`
 	GetOrCreateSchema               *CommandGetOrCreateSchema                `protobuf:"bytes,39,opt,name=getOrCreateSchema" json:"getOrCreateSchema,omitempty"`
@@ -5079,7 +5145,7 @@ type BaseCommand struct {
 
 func (x *BaseCommand) Reset() {
 	*x = BaseCommand{}
-	mi := &file_pulsar_api_proto_msgTypes[48]
+	mi := &file_pulsar_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5091,7 +5157,7 @@ func (x *BaseCommand) String() string {
 func (*BaseCommand) ProtoMessage() {}
 
 func (x *BaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_pulsar_api_proto_msgTypes[48]
+	mi := &file_pulsar_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5104,7 +5170,7 @@ func (x *BaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseCommand.ProtoReflect.Descriptor instead.
 func (*BaseCommand) Descriptor() ([]byte, []int) {
-	return file_pulsar_api_proto_rawDescGZIP(), []int{48}
+	return file_pulsar_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BaseCommand) GetType() BaseCommand_Type {
@@ -5345,6 +5411,13 @@ func (x *BaseCommand) GetGetSchemaResponse() *CommandGetSchemaResponse {
 	return nil
 }
 
+func (x *BaseCommand) GetAuthChallenge() *CommandAuthChallenge {
+	if x != nil {
+		return x.AuthChallenge
+	}
+	return nil
+}
+
 func (x *BaseCommand) GetAuthResponse() *CommandAuthResponse {
 	if x != nil {
 		return x.AuthResponse
@@ -5508,7 +5581,11 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\rfeature_flags\x18\x04 \x01(\v2 .nereus.pulsar.wire.FeatureFlagsR\ffeatureFlags\"Q\n" +
 	"\bAuthData\x12(\n" +
 	"\x10auth_method_name\x18\x01 \x01(\tR\x0eauthMethodName\x12\x1b\n" +
-	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\xa4\x01\n" +
+	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\xa7\x01\n" +
+	"\x14CommandAuthChallenge\x12%\n" +
+	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x12:\n" +
+	"\tchallenge\x18\x02 \x01(\v2\x1c.nereus.pulsar.wire.AuthDataR\tchallenge\x12,\n" +
+	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\xa4\x01\n" +
 	"\x13CommandAuthResponse\x12%\n" +
 	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\x128\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1c.nereus.pulsar.wire.AuthDataR\bresponse\x12,\n" +
@@ -5831,7 +5908,7 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x1f.nereus.pulsar.wire.ServerErrorR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12%\n" +
-	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\"\x90\"\n" +
+	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\"\xe0\"\n" +
 	"\vBaseCommand\x128\n" +
 	"\x04type\x18\x01 \x02(\x0e2$.nereus.pulsar.wire.BaseCommand.TypeR\x04type\x12<\n" +
 	"\aconnect\x18\x02 \x01(\v2\".nereus.pulsar.wire.CommandConnectR\aconnect\x12B\n" +
@@ -5868,7 +5945,8 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x14getTopicsOfNamespace\x18  \x01(\v2/.nereus.pulsar.wire.CommandGetTopicsOfNamespaceR\x14getTopicsOfNamespace\x12{\n" +
 	"\x1cgetTopicsOfNamespaceResponse\x18! \x01(\v27.nereus.pulsar.wire.CommandGetTopicsOfNamespaceResponseR\x1cgetTopicsOfNamespaceResponse\x12B\n" +
 	"\tgetSchema\x18\" \x01(\v2$.nereus.pulsar.wire.CommandGetSchemaR\tgetSchema\x12Z\n" +
-	"\x11getSchemaResponse\x18# \x01(\v2,.nereus.pulsar.wire.CommandGetSchemaResponseR\x11getSchemaResponse\x12K\n" +
+	"\x11getSchemaResponse\x18# \x01(\v2,.nereus.pulsar.wire.CommandGetSchemaResponseR\x11getSchemaResponse\x12N\n" +
+	"\rauthChallenge\x18$ \x01(\v2(.nereus.pulsar.wire.CommandAuthChallengeR\rauthChallenge\x12K\n" +
 	"\fauthResponse\x18% \x01(\v2'.nereus.pulsar.wire.CommandAuthResponseR\fauthResponse\x12H\n" +
 	"\vackResponse\x18& \x01(\v2&.nereus.pulsar.wire.CommandAckResponseR\vackResponse\x12Z\n" +
 	"\x11getOrCreateSchema\x18' \x01(\v2,.nereus.pulsar.wire.CommandGetOrCreateSchemaR\x11getOrCreateSchema\x12r\n" +
@@ -6002,7 +6080,7 @@ func file_pulsar_api_proto_rawDescGZIP() []byte {
 }
 
 var file_pulsar_api_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_pulsar_api_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_pulsar_api_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_pulsar_api_proto_goTypes = []any{
 	(CompressionType)(0),                  // 0: nereus.pulsar.wire.CompressionType
 	(ProducerAccessMode)(0),               // 1: nereus.pulsar.wire.ProducerAccessMode
@@ -6030,43 +6108,44 @@ var file_pulsar_api_proto_goTypes = []any{
 	(*CommandConnect)(nil),                                  // 23: nereus.pulsar.wire.CommandConnect
 	(*CommandConnected)(nil),                                // 24: nereus.pulsar.wire.CommandConnected
 	(*AuthData)(nil),                                        // 25: nereus.pulsar.wire.AuthData
-	(*CommandAuthResponse)(nil),                             // 26: nereus.pulsar.wire.CommandAuthResponse
-	(*KeySharedMeta)(nil),                                   // 27: nereus.pulsar.wire.KeySharedMeta
-	(*CommandSubscribe)(nil),                                // 28: nereus.pulsar.wire.CommandSubscribe
-	(*CommandPartitionedTopicMetadata)(nil),                 // 29: nereus.pulsar.wire.CommandPartitionedTopicMetadata
-	(*CommandPartitionedTopicMetadataResponse)(nil),         // 30: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse
-	(*CommandLookupTopic)(nil),                              // 31: nereus.pulsar.wire.CommandLookupTopic
-	(*CommandLookupTopicResponse)(nil),                      // 32: nereus.pulsar.wire.CommandLookupTopicResponse
-	(*CommandProducer)(nil),                                 // 33: nereus.pulsar.wire.CommandProducer
-	(*CommandSend)(nil),                                     // 34: nereus.pulsar.wire.CommandSend
-	(*CommandSendReceipt)(nil),                              // 35: nereus.pulsar.wire.CommandSendReceipt
-	(*CommandSendError)(nil),                                // 36: nereus.pulsar.wire.CommandSendError
-	(*CommandMessage)(nil),                                  // 37: nereus.pulsar.wire.CommandMessage
-	(*CommandAck)(nil),                                      // 38: nereus.pulsar.wire.CommandAck
-	(*CommandAckResponse)(nil),                              // 39: nereus.pulsar.wire.CommandAckResponse
-	(*CommandActiveConsumerChange)(nil),                     // 40: nereus.pulsar.wire.CommandActiveConsumerChange
-	(*CommandFlow)(nil),                                     // 41: nereus.pulsar.wire.CommandFlow
-	(*CommandUnsubscribe)(nil),                              // 42: nereus.pulsar.wire.CommandUnsubscribe
-	(*CommandSeek)(nil),                                     // 43: nereus.pulsar.wire.CommandSeek
-	(*CommandCloseProducer)(nil),                            // 44: nereus.pulsar.wire.CommandCloseProducer
-	(*CommandCloseConsumer)(nil),                            // 45: nereus.pulsar.wire.CommandCloseConsumer
-	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 46: nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages
-	(*CommandSuccess)(nil),                                  // 47: nereus.pulsar.wire.CommandSuccess
-	(*CommandProducerSuccess)(nil),                          // 48: nereus.pulsar.wire.CommandProducerSuccess
-	(*CommandError)(nil),                                    // 49: nereus.pulsar.wire.CommandError
-	(*CommandPing)(nil),                                     // 50: nereus.pulsar.wire.CommandPing
-	(*CommandPong)(nil),                                     // 51: nereus.pulsar.wire.CommandPong
-	(*CommandConsumerStats)(nil),                            // 52: nereus.pulsar.wire.CommandConsumerStats
-	(*CommandConsumerStatsResponse)(nil),                    // 53: nereus.pulsar.wire.CommandConsumerStatsResponse
-	(*CommandGetLastMessageId)(nil),                         // 54: nereus.pulsar.wire.CommandGetLastMessageId
-	(*CommandGetLastMessageIdResponse)(nil),                 // 55: nereus.pulsar.wire.CommandGetLastMessageIdResponse
-	(*CommandGetTopicsOfNamespace)(nil),                     // 56: nereus.pulsar.wire.CommandGetTopicsOfNamespace
-	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 57: nereus.pulsar.wire.CommandGetTopicsOfNamespaceResponse
-	(*CommandGetSchema)(nil),                                // 58: nereus.pulsar.wire.CommandGetSchema
-	(*CommandGetSchemaResponse)(nil),                        // 59: nereus.pulsar.wire.CommandGetSchemaResponse
-	(*CommandGetOrCreateSchema)(nil),                        // 60: nereus.pulsar.wire.CommandGetOrCreateSchema
-	(*CommandGetOrCreateSchemaResponse)(nil),                // 61: nereus.pulsar.wire.CommandGetOrCreateSchemaResponse
-	(*BaseCommand)(nil),                                     // 62: nereus.pulsar.wire.BaseCommand
+	(*CommandAuthChallenge)(nil),                            // 26: nereus.pulsar.wire.CommandAuthChallenge
+	(*CommandAuthResponse)(nil),                             // 27: nereus.pulsar.wire.CommandAuthResponse
+	(*KeySharedMeta)(nil),                                   // 28: nereus.pulsar.wire.KeySharedMeta
+	(*CommandSubscribe)(nil),                                // 29: nereus.pulsar.wire.CommandSubscribe
+	(*CommandPartitionedTopicMetadata)(nil),                 // 30: nereus.pulsar.wire.CommandPartitionedTopicMetadata
+	(*CommandPartitionedTopicMetadataResponse)(nil),         // 31: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse
+	(*CommandLookupTopic)(nil),                              // 32: nereus.pulsar.wire.CommandLookupTopic
+	(*CommandLookupTopicResponse)(nil),                      // 33: nereus.pulsar.wire.CommandLookupTopicResponse
+	(*CommandProducer)(nil),                                 // 34: nereus.pulsar.wire.CommandProducer
+	(*CommandSend)(nil),                                     // 35: nereus.pulsar.wire.CommandSend
+	(*CommandSendReceipt)(nil),                              // 36: nereus.pulsar.wire.CommandSendReceipt
+	(*CommandSendError)(nil),                                // 37: nereus.pulsar.wire.CommandSendError
+	(*CommandMessage)(nil),                                  // 38: nereus.pulsar.wire.CommandMessage
+	(*CommandAck)(nil),                                      // 39: nereus.pulsar.wire.CommandAck
+	(*CommandAckResponse)(nil),                              // 40: nereus.pulsar.wire.CommandAckResponse
+	(*CommandActiveConsumerChange)(nil),                     // 41: nereus.pulsar.wire.CommandActiveConsumerChange
+	(*CommandFlow)(nil),                                     // 42: nereus.pulsar.wire.CommandFlow
+	(*CommandUnsubscribe)(nil),                              // 43: nereus.pulsar.wire.CommandUnsubscribe
+	(*CommandSeek)(nil),                                     // 44: nereus.pulsar.wire.CommandSeek
+	(*CommandCloseProducer)(nil),                            // 45: nereus.pulsar.wire.CommandCloseProducer
+	(*CommandCloseConsumer)(nil),                            // 46: nereus.pulsar.wire.CommandCloseConsumer
+	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 47: nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages
+	(*CommandSuccess)(nil),                                  // 48: nereus.pulsar.wire.CommandSuccess
+	(*CommandProducerSuccess)(nil),                          // 49: nereus.pulsar.wire.CommandProducerSuccess
+	(*CommandError)(nil),                                    // 50: nereus.pulsar.wire.CommandError
+	(*CommandPing)(nil),                                     // 51: nereus.pulsar.wire.CommandPing
+	(*CommandPong)(nil),                                     // 52: nereus.pulsar.wire.CommandPong
+	(*CommandConsumerStats)(nil),                            // 53: nereus.pulsar.wire.CommandConsumerStats
+	(*CommandConsumerStatsResponse)(nil),                    // 54: nereus.pulsar.wire.CommandConsumerStatsResponse
+	(*CommandGetLastMessageId)(nil),                         // 55: nereus.pulsar.wire.CommandGetLastMessageId
+	(*CommandGetLastMessageIdResponse)(nil),                 // 56: nereus.pulsar.wire.CommandGetLastMessageIdResponse
+	(*CommandGetTopicsOfNamespace)(nil),                     // 57: nereus.pulsar.wire.CommandGetTopicsOfNamespace
+	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 58: nereus.pulsar.wire.CommandGetTopicsOfNamespaceResponse
+	(*CommandGetSchema)(nil),                                // 59: nereus.pulsar.wire.CommandGetSchema
+	(*CommandGetSchemaResponse)(nil),                        // 60: nereus.pulsar.wire.CommandGetSchemaResponse
+	(*CommandGetOrCreateSchema)(nil),                        // 61: nereus.pulsar.wire.CommandGetOrCreateSchema
+	(*CommandGetOrCreateSchemaResponse)(nil),                // 62: nereus.pulsar.wire.CommandGetOrCreateSchemaResponse
+	(*BaseCommand)(nil),                                     // 63: nereus.pulsar.wire.BaseCommand
 }
 var file_pulsar_api_proto_depIdxs = []int32{
 	5,  // 0: nereus.pulsar.wire.Schema.type:type_name -> nereus.pulsar.wire.Schema.Type
@@ -6078,87 +6157,89 @@ var file_pulsar_api_proto_depIdxs = []int32{
 	3,  // 6: nereus.pulsar.wire.CommandConnect.auth_method:type_name -> nereus.pulsar.wire.AuthMethod
 	22, // 7: nereus.pulsar.wire.CommandConnect.feature_flags:type_name -> nereus.pulsar.wire.FeatureFlags
 	22, // 8: nereus.pulsar.wire.CommandConnected.feature_flags:type_name -> nereus.pulsar.wire.FeatureFlags
-	25, // 9: nereus.pulsar.wire.CommandAuthResponse.response:type_name -> nereus.pulsar.wire.AuthData
-	4,  // 10: nereus.pulsar.wire.KeySharedMeta.keySharedMode:type_name -> nereus.pulsar.wire.KeySharedMode
-	16, // 11: nereus.pulsar.wire.KeySharedMeta.hashRanges:type_name -> nereus.pulsar.wire.IntRange
-	6,  // 12: nereus.pulsar.wire.CommandSubscribe.subType:type_name -> nereus.pulsar.wire.CommandSubscribe.SubType
-	18, // 13: nereus.pulsar.wire.CommandSubscribe.start_message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	14, // 14: nereus.pulsar.wire.CommandSubscribe.metadata:type_name -> nereus.pulsar.wire.KeyValue
-	17, // 15: nereus.pulsar.wire.CommandSubscribe.schema:type_name -> nereus.pulsar.wire.Schema
-	7,  // 16: nereus.pulsar.wire.CommandSubscribe.initialPosition:type_name -> nereus.pulsar.wire.CommandSubscribe.InitialPosition
-	27, // 17: nereus.pulsar.wire.CommandSubscribe.keySharedMeta:type_name -> nereus.pulsar.wire.KeySharedMeta
-	14, // 18: nereus.pulsar.wire.CommandSubscribe.subscription_properties:type_name -> nereus.pulsar.wire.KeyValue
-	8,  // 19: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.response:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.LookupType
-	2,  // 20: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.error:type_name -> nereus.pulsar.wire.ServerError
-	9,  // 21: nereus.pulsar.wire.CommandLookupTopicResponse.response:type_name -> nereus.pulsar.wire.CommandLookupTopicResponse.LookupType
-	2,  // 22: nereus.pulsar.wire.CommandLookupTopicResponse.error:type_name -> nereus.pulsar.wire.ServerError
-	14, // 23: nereus.pulsar.wire.CommandProducer.metadata:type_name -> nereus.pulsar.wire.KeyValue
-	17, // 24: nereus.pulsar.wire.CommandProducer.schema:type_name -> nereus.pulsar.wire.Schema
-	1,  // 25: nereus.pulsar.wire.CommandProducer.producer_access_mode:type_name -> nereus.pulsar.wire.ProducerAccessMode
-	18, // 26: nereus.pulsar.wire.CommandSend.message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	18, // 27: nereus.pulsar.wire.CommandSendReceipt.message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	2,  // 28: nereus.pulsar.wire.CommandSendError.error:type_name -> nereus.pulsar.wire.ServerError
-	18, // 29: nereus.pulsar.wire.CommandMessage.message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	10, // 30: nereus.pulsar.wire.CommandAck.ack_type:type_name -> nereus.pulsar.wire.CommandAck.AckType
-	18, // 31: nereus.pulsar.wire.CommandAck.message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	11, // 32: nereus.pulsar.wire.CommandAck.validation_error:type_name -> nereus.pulsar.wire.CommandAck.ValidationError
-	15, // 33: nereus.pulsar.wire.CommandAck.properties:type_name -> nereus.pulsar.wire.KeyLongValue
-	2,  // 34: nereus.pulsar.wire.CommandAckResponse.error:type_name -> nereus.pulsar.wire.ServerError
-	18, // 35: nereus.pulsar.wire.CommandSeek.message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	18, // 36: nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> nereus.pulsar.wire.MessageIdData
-	17, // 37: nereus.pulsar.wire.CommandSuccess.schema:type_name -> nereus.pulsar.wire.Schema
-	2,  // 38: nereus.pulsar.wire.CommandError.error:type_name -> nereus.pulsar.wire.ServerError
-	2,  // 39: nereus.pulsar.wire.CommandConsumerStatsResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
-	18, // 40: nereus.pulsar.wire.CommandGetLastMessageIdResponse.last_message_id:type_name -> nereus.pulsar.wire.MessageIdData
-	18, // 41: nereus.pulsar.wire.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> nereus.pulsar.wire.MessageIdData
-	12, // 42: nereus.pulsar.wire.CommandGetTopicsOfNamespace.mode:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespace.Mode
-	2,  // 43: nereus.pulsar.wire.CommandGetSchemaResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
-	17, // 44: nereus.pulsar.wire.CommandGetSchemaResponse.schema:type_name -> nereus.pulsar.wire.Schema
-	17, // 45: nereus.pulsar.wire.CommandGetOrCreateSchema.schema:type_name -> nereus.pulsar.wire.Schema
-	2,  // 46: nereus.pulsar.wire.CommandGetOrCreateSchemaResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
-	13, // 47: nereus.pulsar.wire.BaseCommand.type:type_name -> nereus.pulsar.wire.BaseCommand.Type
-	23, // 48: nereus.pulsar.wire.BaseCommand.connect:type_name -> nereus.pulsar.wire.CommandConnect
-	24, // 49: nereus.pulsar.wire.BaseCommand.connected:type_name -> nereus.pulsar.wire.CommandConnected
-	28, // 50: nereus.pulsar.wire.BaseCommand.subscribe:type_name -> nereus.pulsar.wire.CommandSubscribe
-	33, // 51: nereus.pulsar.wire.BaseCommand.producer:type_name -> nereus.pulsar.wire.CommandProducer
-	34, // 52: nereus.pulsar.wire.BaseCommand.send:type_name -> nereus.pulsar.wire.CommandSend
-	35, // 53: nereus.pulsar.wire.BaseCommand.send_receipt:type_name -> nereus.pulsar.wire.CommandSendReceipt
-	36, // 54: nereus.pulsar.wire.BaseCommand.send_error:type_name -> nereus.pulsar.wire.CommandSendError
-	37, // 55: nereus.pulsar.wire.BaseCommand.message:type_name -> nereus.pulsar.wire.CommandMessage
-	38, // 56: nereus.pulsar.wire.BaseCommand.ack:type_name -> nereus.pulsar.wire.CommandAck
-	41, // 57: nereus.pulsar.wire.BaseCommand.flow:type_name -> nereus.pulsar.wire.CommandFlow
-	42, // 58: nereus.pulsar.wire.BaseCommand.unsubscribe:type_name -> nereus.pulsar.wire.CommandUnsubscribe
-	47, // 59: nereus.pulsar.wire.BaseCommand.success:type_name -> nereus.pulsar.wire.CommandSuccess
-	49, // 60: nereus.pulsar.wire.BaseCommand.error:type_name -> nereus.pulsar.wire.CommandError
-	44, // 61: nereus.pulsar.wire.BaseCommand.close_producer:type_name -> nereus.pulsar.wire.CommandCloseProducer
-	45, // 62: nereus.pulsar.wire.BaseCommand.close_consumer:type_name -> nereus.pulsar.wire.CommandCloseConsumer
-	48, // 63: nereus.pulsar.wire.BaseCommand.producer_success:type_name -> nereus.pulsar.wire.CommandProducerSuccess
-	50, // 64: nereus.pulsar.wire.BaseCommand.ping:type_name -> nereus.pulsar.wire.CommandPing
-	51, // 65: nereus.pulsar.wire.BaseCommand.pong:type_name -> nereus.pulsar.wire.CommandPong
-	46, // 66: nereus.pulsar.wire.BaseCommand.redeliverUnacknowledgedMessages:type_name -> nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages
-	29, // 67: nereus.pulsar.wire.BaseCommand.partitionMetadata:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadata
-	30, // 68: nereus.pulsar.wire.BaseCommand.partitionMetadataResponse:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse
-	31, // 69: nereus.pulsar.wire.BaseCommand.lookupTopic:type_name -> nereus.pulsar.wire.CommandLookupTopic
-	32, // 70: nereus.pulsar.wire.BaseCommand.lookupTopicResponse:type_name -> nereus.pulsar.wire.CommandLookupTopicResponse
-	52, // 71: nereus.pulsar.wire.BaseCommand.consumerStats:type_name -> nereus.pulsar.wire.CommandConsumerStats
-	53, // 72: nereus.pulsar.wire.BaseCommand.consumerStatsResponse:type_name -> nereus.pulsar.wire.CommandConsumerStatsResponse
-	43, // 73: nereus.pulsar.wire.BaseCommand.seek:type_name -> nereus.pulsar.wire.CommandSeek
-	54, // 74: nereus.pulsar.wire.BaseCommand.getLastMessageId:type_name -> nereus.pulsar.wire.CommandGetLastMessageId
-	55, // 75: nereus.pulsar.wire.BaseCommand.getLastMessageIdResponse:type_name -> nereus.pulsar.wire.CommandGetLastMessageIdResponse
-	40, // 76: nereus.pulsar.wire.BaseCommand.active_consumer_change:type_name -> nereus.pulsar.wire.CommandActiveConsumerChange
-	56, // 77: nereus.pulsar.wire.BaseCommand.getTopicsOfNamespace:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespace
-	57, // 78: nereus.pulsar.wire.BaseCommand.getTopicsOfNamespaceResponse:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespaceResponse
-	58, // 79: nereus.pulsar.wire.BaseCommand.getSchema:type_name -> nereus.pulsar.wire.CommandGetSchema
-	59, // 80: nereus.pulsar.wire.BaseCommand.getSchemaResponse:type_name -> nereus.pulsar.wire.CommandGetSchemaResponse
-	26, // 81: nereus.pulsar.wire.BaseCommand.authResponse:type_name -> nereus.pulsar.wire.CommandAuthResponse
-	39, // 82: nereus.pulsar.wire.BaseCommand.ackResponse:type_name -> nereus.pulsar.wire.CommandAckResponse
-	60, // 83: nereus.pulsar.wire.BaseCommand.getOrCreateSchema:type_name -> nereus.pulsar.wire.CommandGetOrCreateSchema
-	61, // 84: nereus.pulsar.wire.BaseCommand.getOrCreateSchemaResponse:type_name -> nereus.pulsar.wire.CommandGetOrCreateSchemaResponse
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	25, // 9: nereus.pulsar.wire.CommandAuthChallenge.challenge:type_name -> nereus.pulsar.wire.AuthData
+	25, // 10: nereus.pulsar.wire.CommandAuthResponse.response:type_name -> nereus.pulsar.wire.AuthData
+	4,  // 11: nereus.pulsar.wire.KeySharedMeta.keySharedMode:type_name -> nereus.pulsar.wire.KeySharedMode
+	16, // 12: nereus.pulsar.wire.KeySharedMeta.hashRanges:type_name -> nereus.pulsar.wire.IntRange
+	6,  // 13: nereus.pulsar.wire.CommandSubscribe.subType:type_name -> nereus.pulsar.wire.CommandSubscribe.SubType
+	18, // 14: nereus.pulsar.wire.CommandSubscribe.start_message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	14, // 15: nereus.pulsar.wire.CommandSubscribe.metadata:type_name -> nereus.pulsar.wire.KeyValue
+	17, // 16: nereus.pulsar.wire.CommandSubscribe.schema:type_name -> nereus.pulsar.wire.Schema
+	7,  // 17: nereus.pulsar.wire.CommandSubscribe.initialPosition:type_name -> nereus.pulsar.wire.CommandSubscribe.InitialPosition
+	28, // 18: nereus.pulsar.wire.CommandSubscribe.keySharedMeta:type_name -> nereus.pulsar.wire.KeySharedMeta
+	14, // 19: nereus.pulsar.wire.CommandSubscribe.subscription_properties:type_name -> nereus.pulsar.wire.KeyValue
+	8,  // 20: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.response:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.LookupType
+	2,  // 21: nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse.error:type_name -> nereus.pulsar.wire.ServerError
+	9,  // 22: nereus.pulsar.wire.CommandLookupTopicResponse.response:type_name -> nereus.pulsar.wire.CommandLookupTopicResponse.LookupType
+	2,  // 23: nereus.pulsar.wire.CommandLookupTopicResponse.error:type_name -> nereus.pulsar.wire.ServerError
+	14, // 24: nereus.pulsar.wire.CommandProducer.metadata:type_name -> nereus.pulsar.wire.KeyValue
+	17, // 25: nereus.pulsar.wire.CommandProducer.schema:type_name -> nereus.pulsar.wire.Schema
+	1,  // 26: nereus.pulsar.wire.CommandProducer.producer_access_mode:type_name -> nereus.pulsar.wire.ProducerAccessMode
+	18, // 27: nereus.pulsar.wire.CommandSend.message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	18, // 28: nereus.pulsar.wire.CommandSendReceipt.message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	2,  // 29: nereus.pulsar.wire.CommandSendError.error:type_name -> nereus.pulsar.wire.ServerError
+	18, // 30: nereus.pulsar.wire.CommandMessage.message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	10, // 31: nereus.pulsar.wire.CommandAck.ack_type:type_name -> nereus.pulsar.wire.CommandAck.AckType
+	18, // 32: nereus.pulsar.wire.CommandAck.message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	11, // 33: nereus.pulsar.wire.CommandAck.validation_error:type_name -> nereus.pulsar.wire.CommandAck.ValidationError
+	15, // 34: nereus.pulsar.wire.CommandAck.properties:type_name -> nereus.pulsar.wire.KeyLongValue
+	2,  // 35: nereus.pulsar.wire.CommandAckResponse.error:type_name -> nereus.pulsar.wire.ServerError
+	18, // 36: nereus.pulsar.wire.CommandSeek.message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	18, // 37: nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> nereus.pulsar.wire.MessageIdData
+	17, // 38: nereus.pulsar.wire.CommandSuccess.schema:type_name -> nereus.pulsar.wire.Schema
+	2,  // 39: nereus.pulsar.wire.CommandError.error:type_name -> nereus.pulsar.wire.ServerError
+	2,  // 40: nereus.pulsar.wire.CommandConsumerStatsResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
+	18, // 41: nereus.pulsar.wire.CommandGetLastMessageIdResponse.last_message_id:type_name -> nereus.pulsar.wire.MessageIdData
+	18, // 42: nereus.pulsar.wire.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> nereus.pulsar.wire.MessageIdData
+	12, // 43: nereus.pulsar.wire.CommandGetTopicsOfNamespace.mode:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespace.Mode
+	2,  // 44: nereus.pulsar.wire.CommandGetSchemaResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
+	17, // 45: nereus.pulsar.wire.CommandGetSchemaResponse.schema:type_name -> nereus.pulsar.wire.Schema
+	17, // 46: nereus.pulsar.wire.CommandGetOrCreateSchema.schema:type_name -> nereus.pulsar.wire.Schema
+	2,  // 47: nereus.pulsar.wire.CommandGetOrCreateSchemaResponse.error_code:type_name -> nereus.pulsar.wire.ServerError
+	13, // 48: nereus.pulsar.wire.BaseCommand.type:type_name -> nereus.pulsar.wire.BaseCommand.Type
+	23, // 49: nereus.pulsar.wire.BaseCommand.connect:type_name -> nereus.pulsar.wire.CommandConnect
+	24, // 50: nereus.pulsar.wire.BaseCommand.connected:type_name -> nereus.pulsar.wire.CommandConnected
+	29, // 51: nereus.pulsar.wire.BaseCommand.subscribe:type_name -> nereus.pulsar.wire.CommandSubscribe
+	34, // 52: nereus.pulsar.wire.BaseCommand.producer:type_name -> nereus.pulsar.wire.CommandProducer
+	35, // 53: nereus.pulsar.wire.BaseCommand.send:type_name -> nereus.pulsar.wire.CommandSend
+	36, // 54: nereus.pulsar.wire.BaseCommand.send_receipt:type_name -> nereus.pulsar.wire.CommandSendReceipt
+	37, // 55: nereus.pulsar.wire.BaseCommand.send_error:type_name -> nereus.pulsar.wire.CommandSendError
+	38, // 56: nereus.pulsar.wire.BaseCommand.message:type_name -> nereus.pulsar.wire.CommandMessage
+	39, // 57: nereus.pulsar.wire.BaseCommand.ack:type_name -> nereus.pulsar.wire.CommandAck
+	42, // 58: nereus.pulsar.wire.BaseCommand.flow:type_name -> nereus.pulsar.wire.CommandFlow
+	43, // 59: nereus.pulsar.wire.BaseCommand.unsubscribe:type_name -> nereus.pulsar.wire.CommandUnsubscribe
+	48, // 60: nereus.pulsar.wire.BaseCommand.success:type_name -> nereus.pulsar.wire.CommandSuccess
+	50, // 61: nereus.pulsar.wire.BaseCommand.error:type_name -> nereus.pulsar.wire.CommandError
+	45, // 62: nereus.pulsar.wire.BaseCommand.close_producer:type_name -> nereus.pulsar.wire.CommandCloseProducer
+	46, // 63: nereus.pulsar.wire.BaseCommand.close_consumer:type_name -> nereus.pulsar.wire.CommandCloseConsumer
+	49, // 64: nereus.pulsar.wire.BaseCommand.producer_success:type_name -> nereus.pulsar.wire.CommandProducerSuccess
+	51, // 65: nereus.pulsar.wire.BaseCommand.ping:type_name -> nereus.pulsar.wire.CommandPing
+	52, // 66: nereus.pulsar.wire.BaseCommand.pong:type_name -> nereus.pulsar.wire.CommandPong
+	47, // 67: nereus.pulsar.wire.BaseCommand.redeliverUnacknowledgedMessages:type_name -> nereus.pulsar.wire.CommandRedeliverUnacknowledgedMessages
+	30, // 68: nereus.pulsar.wire.BaseCommand.partitionMetadata:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadata
+	31, // 69: nereus.pulsar.wire.BaseCommand.partitionMetadataResponse:type_name -> nereus.pulsar.wire.CommandPartitionedTopicMetadataResponse
+	32, // 70: nereus.pulsar.wire.BaseCommand.lookupTopic:type_name -> nereus.pulsar.wire.CommandLookupTopic
+	33, // 71: nereus.pulsar.wire.BaseCommand.lookupTopicResponse:type_name -> nereus.pulsar.wire.CommandLookupTopicResponse
+	53, // 72: nereus.pulsar.wire.BaseCommand.consumerStats:type_name -> nereus.pulsar.wire.CommandConsumerStats
+	54, // 73: nereus.pulsar.wire.BaseCommand.consumerStatsResponse:type_name -> nereus.pulsar.wire.CommandConsumerStatsResponse
+	44, // 74: nereus.pulsar.wire.BaseCommand.seek:type_name -> nereus.pulsar.wire.CommandSeek
+	55, // 75: nereus.pulsar.wire.BaseCommand.getLastMessageId:type_name -> nereus.pulsar.wire.CommandGetLastMessageId
+	56, // 76: nereus.pulsar.wire.BaseCommand.getLastMessageIdResponse:type_name -> nereus.pulsar.wire.CommandGetLastMessageIdResponse
+	41, // 77: nereus.pulsar.wire.BaseCommand.active_consumer_change:type_name -> nereus.pulsar.wire.CommandActiveConsumerChange
+	57, // 78: nereus.pulsar.wire.BaseCommand.getTopicsOfNamespace:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespace
+	58, // 79: nereus.pulsar.wire.BaseCommand.getTopicsOfNamespaceResponse:type_name -> nereus.pulsar.wire.CommandGetTopicsOfNamespaceResponse
+	59, // 80: nereus.pulsar.wire.BaseCommand.getSchema:type_name -> nereus.pulsar.wire.CommandGetSchema
+	60, // 81: nereus.pulsar.wire.BaseCommand.getSchemaResponse:type_name -> nereus.pulsar.wire.CommandGetSchemaResponse
+	26, // 82: nereus.pulsar.wire.BaseCommand.authChallenge:type_name -> nereus.pulsar.wire.CommandAuthChallenge
+	27, // 83: nereus.pulsar.wire.BaseCommand.authResponse:type_name -> nereus.pulsar.wire.CommandAuthResponse
+	40, // 84: nereus.pulsar.wire.BaseCommand.ackResponse:type_name -> nereus.pulsar.wire.CommandAckResponse
+	61, // 85: nereus.pulsar.wire.BaseCommand.getOrCreateSchema:type_name -> nereus.pulsar.wire.CommandGetOrCreateSchema
+	62, // 86: nereus.pulsar.wire.BaseCommand.getOrCreateSchemaResponse:type_name -> nereus.pulsar.wire.CommandGetOrCreateSchemaResponse
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_pulsar_api_proto_init() }
@@ -6172,7 +6253,7 @@ func file_pulsar_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pulsar_api_proto_rawDesc), len(file_pulsar_api_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

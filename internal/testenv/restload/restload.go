@@ -31,9 +31,9 @@ import (
 type Load struct {
 	c      *adminapi.Client
 	stream string
-	Acks   *acklog.Log  // every acknowledged entry
+	Acks   *acklog.Log // every acknowledged entry
 	// Pad, if set, is added to every payload (to fill a disk faster).
-	Pad string
+	Pad    string
 	maxEnd atomic.Int64 // highest acknowledged end offset
 
 	mu    sync.Mutex

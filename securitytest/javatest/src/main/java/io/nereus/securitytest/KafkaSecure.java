@@ -179,7 +179,13 @@ public final class KafkaSecure {
         if (c == null) {
             throw new AssertionError(what + ": want " + want.getSimpleName() + ", got " + e, e);
         }
-        System.out.println(what + " refused: " + c.getClass().getSimpleName() + ": " + c.getMessage());
+        log(what + " refused: " + c.getClass().getSimpleName() + ": " + c.getMessage());
+    }
+
+    static final long START = System.currentTimeMillis();
+
+    static void log(String msg) {
+        System.out.printf("[%5.1fs] %s%n", (System.currentTimeMillis() - START) / 1000.0, msg);
     }
 
     static void acls(String bootstrap, String ca, String user, String pass, String topic, String group) throws Exception {
@@ -202,7 +208,7 @@ public final class KafkaSecure {
             if (described.size() != 4 || !described.containsAll(bindings)) {
                 throw new AssertionError("describeAcls: " + described);
             }
-            System.out.println("describeAcls round-trips " + described.size() + " bindings");
+            log("describeAcls round-trips " + described.size() + " bindings");
             // Producing needs data before erin reads it.
             try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(common(bootstrap, ca, "SCRAM-SHA-512", user, pass)))) {
                 p.send(new ProducerRecord<>(other, "k", "not for erin")).get();
@@ -212,7 +218,7 @@ public final class KafkaSecure {
         Properties ep = common(bootstrap, ca, "SCRAM-SHA-256", "erin", "erin-secret");
         try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps((Properties) ep.clone()))) {
             p.send(new ProducerRecord<>(topic, "k", "v")).get();
-            System.out.println("erin produced to " + topic);
+            log("erin produced to " + topic);
             try {
                 p.send(new ProducerRecord<>(other, "k", "v")).get();
                 throw new AssertionError("erin produced to " + other);
@@ -232,14 +238,14 @@ public final class KafkaSecure {
             if (!got.equals(List.of("v"))) {
                 throw new AssertionError("erin consumed " + got);
             }
-            System.out.println("erin joined " + group + " and fetched " + got);
+            log("erin joined " + group + " and fetched " + got);
         }
         try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps((Properties) ep.clone(), group + "-not-granted"))) {
             c.subscribe(List.of(topic));
             c.poll(Duration.ofSeconds(15));
             throw new AssertionError("erin joined a group without READ on it");
         } catch (GroupAuthorizationException e) {
-            System.out.println("group join refused: " + e.getMessage());
+            log("group join refused: " + e.getMessage());
         }
         try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps((Properties) ep.clone(), group))) {
             c.assign(List.of(new org.apache.kafka.common.TopicPartition(other, 0)));
@@ -247,11 +253,11 @@ public final class KafkaSecure {
             var recs = c.poll(Duration.ofSeconds(15));
             throw new AssertionError("erin fetched " + other + ": " + recs.count() + " records");
         } catch (TopicAuthorizationException e) {
-            System.out.println("fetch refused: " + e.getMessage());
+            log("fetch refused: " + e.getMessage());
         }
         try (Admin ea = Admin.create((Properties) ep.clone())) {
             ea.createTopics(List.of(new NewTopic(created, 1, (short) 1))).all().get();
-            System.out.println("erin created " + created);
+            log("erin created " + created);
             try {
                 ea.createTopics(List.of(new NewTopic(topic + "-forbidden", 1, (short) 1))).all().get();
                 throw new AssertionError("erin created a topic without CREATE");

@@ -1,0 +1,492 @@
+// Package lifecyclebench measures the physical lifecycle (issue 9) through
+// a real `nereus serve` and franz-go: how the data dir's bytes follow
+// retention and topic deletion (TestSpace), and catch-up read speed from
+// generation objects vs from the Object WAL, materialization speed and lag
+// under a produce load (TestCatchUp). Figures and commands are in
+// docs/notes/issue-9.md.
+//
+// Nothing here runs in CI: every test skips unless its flag is given:
+//
+//	go test ./bench/lifecyclebench -run TestSpace -v -timeout 30m -lcbench.space [-lcbench.bytes N] [-lcbench.writerate MB/s] [-lcbench.args "--gc-grace 2s ..."]
+//	go test ./bench/lifecyclebench -run TestCatchUp -v -timeout 30m -lcbench.catchup [-lcbench.backlog 512MiB]
+//
+// It owns only measurement; correctness is server/lifecycletest's job.
+package lifecyclebench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/internal/testserver"
+)
+
+var (
+	spaceFlag   = flag.Bool("lcbench.space", false, "run TestSpace")
+	catchupFlag = flag.Bool("lcbench.catchup", false, "run TestCatchUp")
+	totalBytes  = flag.Int64("lcbench.bytes", 2<<30, "TestSpace: bytes of record values to produce")
+	backlog     = flag.Int64("lcbench.backlog", 512<<20, "TestCatchUp: backlog bytes (record values) to read back")
+	loadRate    = flag.Float64("lcbench.rate", 50, "TestCatchUp: produce rate in MB/s while materializing")
+	writeRate   = flag.Float64("lcbench.writerate", 0, "TestSpace: produce rate in MB/s of the write phase (0: as fast as acknowledged)")
+	extraArgs   = flag.String("lcbench.args", "", "extra `nereus serve` flags (space separated)")
+	recordSize  = flag.Int("lcbench.record", 16<<10, "record value size")
+	batchBytes  = flag.Int("lcbench.batch", 1<<20, "producer max batch bytes (small batches make small WAL runs)")
+	catchParts  = flag.Int("lcbench.partitions", 4, "TestCatchUp: partitions of the backlog topic")
+	profile     = flag.String("lcbench.profile", "", "TestSpace: nereus.storage.profile of the topics (BookKeeper ones need --bookkeeper-zk in -lcbench.args)")
+	bkEnvDir    = flag.String("lcbench.bkenv", "", "TestSpace: BK_ENV_DIR of a scripts/bookkeeper-env.sh cluster: count its ledgers (BookieShell listledgers) every sample")
+)
+
+func serverArgs(base ...string) []string {
+	if *extraArgs != "" {
+		base = append(base, strings.Fields(*extraArgs)...)
+	}
+	return base
+}
+
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func fileBytes(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func mb(n int64) float64 { return float64(n) / 1e6 }
+
+func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func createTopics(t *testing.T, ctx context.Context, addr string, partitions int32, configs map[string]string, topics ...string) {
+	t.Helper()
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	cl := newClient(t, addr)
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, 1, cfg, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// producer sends fixed-size incompressible records, round robin over
+// targets, as fast as acknowledged or at a rate (bytes/s, 0 = max).
+type producer struct {
+	cl    *kgo.Client
+	pool  [][]byte
+	acked atomic.Int64 // value bytes acknowledged
+	errs  atomic.Int64
+	wg    sync.WaitGroup
+}
+
+func newProducer(t *testing.T, addr string) *producer {
+	p := &producer{cl: newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(int32(*batchBytes)), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))}
+	rnd := rand.New(rand.NewSource(1))
+	for i := 0; i < 64; i++ {
+		b := make([]byte, *recordSize)
+		rnd.Read(b)
+		p.pool = append(p.pool, b)
+	}
+	return p
+}
+
+type target struct {
+	topic string
+	part  int32
+}
+
+// run produces until stop returns true (checked per record); rate in
+// bytes/s (0 = as fast as the client buffers allow).
+func (p *producer) run(ctx context.Context, targets func() []target, rate float64, stop func(sent int64) bool) {
+	start := time.Now()
+	var sent int64
+	for i := 0; ctx.Err() == nil && !stop(sent); i++ {
+		ts := targets()
+		if len(ts) == 0 {
+			return
+		}
+		tg := ts[i%len(ts)]
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		v := p.pool[i%len(p.pool)]
+		sent += int64(len(v))
+		p.wg.Add(1)
+		p.cl.Produce(ctx, &kgo.Record{Topic: tg.topic, Partition: tg.part, Value: v}, func(r *kgo.Record, err error) {
+			defer p.wg.Done()
+			if err != nil {
+				p.errs.Add(1)
+				return
+			}
+			p.acked.Add(int64(len(r.Value)))
+		})
+	}
+	p.wg.Wait()
+}
+
+// TestSpace writes -lcbench.bytes through Kafka to 8 topics x 2
+// partitions with retention.ms=5000 and retention.bytes=64MiB, then
+// deletes half the topics while a 4 MB/s trickle keeps the other half
+// alive for 60 s, then stops writing for 60 s more; it samples the data
+// dir every 2 s and prints the curve.
+func TestSpace(t *testing.T) {
+	if !*spaceFlag {
+		t.Skip("benchmark: run with -lcbench.space") // skip-ok: opt-in benchmark, not a test
+	}
+	srv := testserver.Start(t, testserver.Options{DisablePulsar: true, Args: serverArgs()})
+	c := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	const topicsN, parts = 8, 2
+	const retMs, retBytes = 5000, 64 << 20
+	var topics []string
+	for i := 0; i < topicsN; i++ {
+		topics = append(topics, fmt.Sprintf("space-%d", i))
+	}
+	topicCfg := map[string]string{"retention.ms": strconv.Itoa(retMs), "retention.bytes": strconv.Itoa(retBytes)}
+	if *profile != "" {
+		topicCfg["nereus.storage.profile"] = *profile
+	}
+	createTopics(t, ctx, srv.KafkaAddr(), parts, topicCfg, topics...)
+	ledgers0 := countLedgers(t)
+
+	var mu sync.Mutex
+	live := append([]string(nil), topics...)
+	targets := func() []target {
+		mu.Lock()
+		defer mu.Unlock()
+		var ts []target
+		for _, tp := range live {
+			for p := int32(0); p < parts; p++ {
+				ts = append(ts, target{tp, p})
+			}
+		}
+		return ts
+	}
+	prod := newProducer(t, srv.KafkaAddr())
+	defer prod.cl.Close()
+
+	// Sampler.
+	type sample struct {
+		at                        time.Duration
+		phase                     string
+		objects, meta, retained   int64
+		window                    int64 // value bytes acknowledged in the last retention.ms
+		segs, objs, recs, streams int64
+		trims                     int64
+		produced                  int64
+		ledgers, deletedLedgers   int64
+	}
+	var samples []sample
+	var phase atomic.Value
+	phase.Store("write")
+	start := time.Now()
+	type ackPoint struct {
+		at    time.Time
+		bytes int64
+	}
+	var ackHist []ackPoint
+	sampleOnce := func() {
+		now := time.Now()
+		acked := prod.acked.Load()
+		ackHist = append(ackHist, ackPoint{now, acked})
+		var old int64
+		for _, a := range ackHist {
+			if now.Sub(a.at) <= retMs*time.Millisecond {
+				old = a.bytes
+				break
+			}
+		}
+		s := sample{at: now.Sub(start).Round(100 * time.Millisecond), phase: phase.Load().(string),
+			objects: dirBytes(filepath.Join(srv.DataDir(), "objects")), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")),
+			window: acked - old, produced: acked}
+		mu.Lock()
+		names := append([]string(nil), live...)
+		mu.Unlock()
+		for _, tp := range names {
+			for p := 0; p < parts; p++ {
+				if info, err := c.DescribeStream(ctx, "kafka/"+tp+"/"+strconv.Itoa(p)); err == nil {
+					s.retained += info.RetainedBytes
+				}
+			}
+		}
+		if st, err := c.GCStatus(ctx); err == nil {
+			s.segs, s.objs, s.recs, s.streams, s.trims = st.Stats.DeletedSegments, st.Stats.DeletedObjects, st.Stats.DeletedRecords, st.Stats.DeletedStreams, st.Stats.RetentionTrims
+			s.deletedLedgers = st.Stats.DeletedLedgers
+		}
+		s.ledgers = countLedgers(t) - ledgers0
+		samples = append(samples, s)
+	}
+	sctx, stopSampling := context.WithCancel(ctx)
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		tk := time.NewTicker(2 * time.Second)
+		defer tk.Stop()
+		for {
+			sampleOnce()
+			select {
+			case <-sctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+
+	prod.run(ctx, targets, *writeRate*1e6, func(sent int64) bool { return sent >= *totalBytes })
+	writeEnd := time.Since(start)
+	// Delete half the topics; a trickle keeps the others alive.
+	phase.Store("deleted+trickle")
+	mu.Lock()
+	deleted := live[: topicsN/2 : topicsN/2]
+	live = append([]string(nil), live[topicsN/2:]...)
+	mu.Unlock()
+	admCl := newClient(t, srv.KafkaAddr())
+	if resp, err := kadm.NewClient(admCl).DeleteTopics(ctx, deleted...); err != nil || resp.Error() != nil {
+		t.Fatalf("delete topics: %v %v", err, resp.Error())
+	}
+	admCl.Close()
+	deleteAt := time.Since(start)
+	trickleStart := time.Now()
+	prod.run(ctx, targets, 4e6, func(int64) bool { return time.Since(trickleStart) > 60*time.Second })
+	phase.Store("idle")
+	time.Sleep(60 * time.Second)
+	stopSampling()
+	<-samplerDone
+
+	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
+		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata.db MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ max(window, retained) | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	var peak int64
+	var maxRate float64
+	for i, s := range samples {
+		peak = max(peak, s.objects)
+		ref := max(s.window, s.retained)
+		ratio := "-"
+		if ref > 0 {
+			ratio = fmt.Sprintf("%.1f", float64(s.objects)/float64(ref))
+		}
+		if i > 0 {
+			p := samples[i-1]
+			dt := (s.at - p.at).Seconds()
+			if dt > 0 {
+				maxRate = max(maxRate, float64((s.segs+s.objs+s.recs)-(p.segs+p.objs+p.recs))/dt)
+			}
+		}
+		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d / %d / %d / %d | %d | %d / %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers)
+	}
+	t.Logf("curve:\n%s", b.String())
+	last := samples[len(samples)-1]
+	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata.db %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
+		mb(peak), mb(last.objects), mb(last.meta), maxRate)
+}
+
+// countLedgers is the number of ledgers in the -lcbench.bkenv cluster
+// (0 without one). It lists every ledger of the cluster, so TestSpace
+// reports the difference from its start.
+func countLedgers(t *testing.T) int64 {
+	if *bkEnvDir == "" {
+		return 0
+	}
+	root, _ := filepath.Abs("../..")
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "bookkeeper-env.sh"), "shell", "listledgers")
+	cmd.Env = append(os.Environ(), "BK_ENV_DIR="+*bkEnvDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Logf("listledgers: %v", err)
+		return 0
+	}
+	return int64(strings.Count(string(out), "ledgerID:"))
+}
+
+// TestCatchUp: a backlog of -lcbench.backlog bytes in one topic (4
+// partitions), on a server that materializes (generations) and on one
+// that does not (every read from Object WAL segments); each server is
+// restarted before the read (no tail cache, no cached footers), then a
+// fresh franz-go consumer reads everything from offset 0. Compared with a
+// plain sequential read of a file of the same size on the same disk. The
+// materializing server's backlog is produced at -lcbench.rate MB/s and
+// its materialization speed and lag are sampled meanwhile.
+func TestCatchUp(t *testing.T) {
+	if !*catchupFlag {
+		t.Skip("benchmark: run with -lcbench.catchup") // skip-ok: opt-in benchmark, not a test
+	}
+	parts := *catchParts
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	// 1. Plain file read (page cache warm: the file was just written, as
+	// the servers' objects were).
+	fileMBs := func() float64 {
+		p := filepath.Join(t.TempDir(), "seq")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		rand.New(rand.NewSource(2)).Read(buf)
+		for n := int64(0); n < *backlog; n += int64(len(buf)) {
+			if _, err := f.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		f, _ = os.Open(p)
+		defer f.Close()
+		st := time.Now()
+		n, err := io.CopyBuffer(io.Discard, f, make([]byte, 1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mb(n) / time.Since(st).Seconds()
+	}()
+	t.Logf("sequential file read of %.0f MB: %.0f MB/s", mb(*backlog), fileMBs)
+
+	run := func(label string, rate float64, args ...string) (readMBs float64) {
+		srv := testserver.Start(t, testserver.Options{DisablePulsar: true, Args: serverArgs(args...)})
+		c := srv.Client()
+		topic := "catchup-" + label
+		createTopics(t, ctx, srv.KafkaAddr(), int32(parts), nil, topic)
+		prod := newProducer(t, srv.KafkaAddr())
+		var ts []target
+		for p := int32(0); p < int32(parts); p++ {
+			ts = append(ts, target{topic, p})
+		}
+		// Sample materialization while producing.
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		var maxLagB, maxLagS int64
+		go func() {
+			defer close(done)
+			for sctx.Err() == nil {
+				if st, err := c.GCStatus(ctx); err == nil {
+					maxLagB, maxLagS = max(maxLagB, st.Stats.MaterializeLagBytes), max(maxLagS, st.Stats.MaterializeLagSeconds)
+				}
+				time.Sleep(time.Second)
+			}
+		}()
+		st := time.Now()
+		prod.run(ctx, func() []target { return ts }, rate*1e6, func(sent int64) bool { return sent >= *backlog })
+		prodDur := time.Since(st)
+		prod.cl.Close()
+		// Wait for materialization to reach the end (generation server).
+		matDone := time.Duration(0)
+		gen0, _ := c.GCStatus(ctx)
+		if label == "generations" {
+			for {
+				all := true
+				for p := 0; p < parts; p++ {
+					info, err := c.DescribeStream(ctx, "kafka/"+topic+"/"+strconv.Itoa(p))
+					if err != nil || info.MaterializedThrough < info.EndOffset {
+						all = false
+					}
+				}
+				if all {
+					break
+				}
+				if time.Since(st) > 10*time.Minute {
+					t.Fatalf("not materialized within 10m")
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			matDone = time.Since(st)
+		}
+		stop()
+		<-done
+		gst, _ := c.GCStatus(ctx)
+		t.Logf("%s: produced %.0f MB in %v (%.1f MB/s, %d errors); materialized %.0f MB in %d generations, %.1f s of materializer time (%.0f MB/s per task-second); caught up %v after produce start; max lag %.1f MB / %d s",
+			label, mb(prod.acked.Load()), prodDur.Round(100*time.Millisecond), mb(prod.acked.Load())/prodDur.Seconds(), prod.errs.Load(),
+			mb(gst.Stats.MaterializedBytes), gst.Stats.Materialized, gst.Stats.MaterializeSeconds,
+			mb(gst.Stats.MaterializedBytes)/max(gst.Stats.MaterializeSeconds, 1e-9), matDone.Round(100*time.Millisecond), mb(maxLagB), maxLagS)
+		_ = gen0
+		t.Logf("%s: data dir objects/ %.0f MB", label, mb(dirBytes(filepath.Join(srv.DataDir(), "objects"))))
+		srv.Restart() // fresh process: no tail cache, no footers
+		offs := map[int32]kgo.Offset{}
+		ends := map[int32]int64{}
+		for p := int32(0); p < int32(parts); p++ {
+			offs[p] = kgo.NewOffset().At(0)
+			info, err := c.DescribeStream(ctx, "kafka/"+topic+"/"+strconv.Itoa(int(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends[p] = info.EndOffset
+		}
+		cons := newClient(t, srv.KafkaAddr(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+			kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+		defer cons.Close()
+		var got int64
+		next := map[int32]int64{}
+		rst := time.Now()
+		for {
+			all := true
+			for p, e := range ends {
+				if next[p] < e {
+					all = false
+				}
+			}
+			if all {
+				break
+			}
+			fs := cons.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("read timed out")
+			}
+			fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %d: %v", p, err) })
+			fs.EachRecord(func(r *kgo.Record) { got += int64(len(r.Value)); next[r.Partition] = r.Offset + 1 })
+		}
+		d := time.Since(rst)
+		readMBs = mb(got) / d.Seconds()
+		t.Logf("%s: fresh consumer read %.0f MB from offset 0 in %v: %.0f MB/s", label, mb(got), d.Round(10*time.Millisecond), readMBs)
+		srv.Stop()
+		return readMBs
+	}
+	gen := run("generations", *loadRate, "--generation-max-age", "5s")
+	wal := run("wal", 0, "--generation-max-age", "100000h", "--generation-bytes", "1024GiB")
+	t.Logf("catch-up: generations %.0f MB/s, WAL %.0f MB/s (%.2fx), file %.0f MB/s (generations = %.0f%% of it)", gen, wal, gen/wal, fileMBs, 100*gen/fileMBs)
+}
+
+var _ = adminapi.GCStats{}
