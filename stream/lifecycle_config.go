@@ -23,10 +23,10 @@ type LifecycleConfig struct {
 	// DisableMaterialization turns background materialization off (tests,
 	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
 	DisableMaterialization bool
-	// GCInterval is how often logical and physical GC run (default 5s).
+	// GCInterval is how often logical and physical GC run (default 2s).
 	GCInterval time.Duration
 	// GCGrace is how long a source stays after it was unpublished and no
-	// protection needs it before its bytes are deleted (default 15s).
+	// protection needs it before its bytes are deleted (default 5s).
 	GCGrace time.Duration
 	// GCDryRun makes GC report what it would delete and delete nothing.
 	GCDryRun bool
@@ -56,10 +56,10 @@ func (l *LifecycleConfig) withDefaults() {
 		l.MaterializeConcurrency = 2
 	}
 	if l.GCInterval <= 0 {
-		l.GCInterval = 5 * time.Second
+		l.GCInterval = 2 * time.Second
 	}
 	if l.GCGrace <= 0 {
-		l.GCGrace = 15 * time.Second
+		l.GCGrace = 5 * time.Second
 	}
 	if l.LeaseTTL <= 0 {
 		l.LeaseTTL = 30 * time.Second
