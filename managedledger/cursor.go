@@ -325,6 +325,14 @@ func (c *Cursor) AckCumulative(off, n int64) {
 	c.ackBelowLocked(off + max(n, 1))
 }
 
+// AckBelow acknowledges every offset below x (backlog eviction, a Kafka
+// group's commit moving forward).
+func (c *Cursor) AckBelow(x int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ackBelowLocked(x)
+}
+
 func (c *Cursor) ackBelowLocked(x int64) {
 	if x <= c.ackedBelow {
 		return

@@ -278,7 +278,7 @@ func (f *Factory) ListTopics(ctx context.Context, domain, namespace string) ([]s
 }
 
 // stateKinds are the per-topic state records Delete removes.
-var stateKinds = []string{"schemas", "dedup"}
+var stateKinds = []string{"schemas", "dedup", "policies", "delayed"}
 
 // GetState reads the per-topic state record of kind (e.g. "schemas"). ok is
 // false when absent.
@@ -364,11 +364,14 @@ func (f *Factory) DeleteTenant(ctx context.Context, name string) error {
 // Pulsar's policies).
 type NamespacePolicies struct {
 	Deduplication *bool `json:"deduplicationEnabled,omitempty"`
-	// Retention is Pulsar's namespace retention policy. It is stored and
-	// reported; the core does not apply it yet (see docs/notes/issue-13.md:
-	// it needs the lifecycle issue's protection floor so that retention
-	// never trims what a subscription has not acknowledged).
+	// Retention is Pulsar's namespace retention policy: how long and how
+	// much of what every durable subscription acknowledged is kept (the
+	// broker applies it to the topics' streams; nil: the broker default).
 	Retention *RetentionPolicies `json:"retention_policies,omitempty"`
+	// BacklogQuota is Pulsar's backlog_quota_map: per quota type
+	// ("destination_storage", "message_age"), the limit and the policy
+	// applied when a topic's backlog exceeds it.
+	BacklogQuota map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
 	// StorageProfile (a stream.Profile name) is the profile of topics
 	// created in the namespace from now on; an existing topic keeps the
 	// profile its stream was created with. Empty: the broker default.
@@ -391,6 +394,61 @@ type AuthPolicies struct {
 type RetentionPolicies struct {
 	RetentionTimeInMinutes int   `json:"retentionTimeInMinutes"`
 	RetentionSizeInMB      int64 `json:"retentionSizeInMB"`
+}
+
+// BacklogQuota is Pulsar's BacklogQuota JSON. LimitSize is in bytes,
+// LimitTime in seconds (-1 or 0: no limit of that kind); Limit is the
+// deprecated alias of LimitSize that Pulsar still reports.
+type BacklogQuota struct {
+	Limit     int64  `json:"limit"`
+	LimitSize int64  `json:"limitSize"`
+	LimitTime int64  `json:"limitTime"`
+	Policy    string `json:"policy"`
+}
+
+// TopicPolicies are the topic-level policies (pulsar-admin topics
+// set-retention / set-backlog-quota), stored on the (base) topic: a
+// partitioned topic's policies apply to all its partitions.
+type TopicPolicies struct {
+	Retention    *RetentionPolicies      `json:"retention_policies,omitempty"`
+	BacklogQuota map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
+}
+
+// GetTopicPolicies reads a topic's policies (zero when none are set).
+func (f *Factory) GetTopicPolicies(ctx context.Context, topic TopicName) (TopicPolicies, error) {
+	var tp TopicPolicies
+	_, _, err := getRecord(ctx, f.meta, keyState+"policies/"+topic.Base().keyPath(), &tp)
+	return tp, err
+}
+
+// UpdateTopicPolicies changes a topic's policies by CAS.
+func (f *Factory) UpdateTopicPolicies(ctx context.Context, topic TopicName, update func(*TopicPolicies)) error {
+	key := keyState + "policies/" + topic.Base().keyPath()
+	for attempt := 0; attempt < 16; attempt++ {
+		var tp TopicPolicies
+		ver, ok, err := getRecord(ctx, f.meta, key, &tp)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			ver = metadata.NotExists
+		}
+		update(&tp)
+		val, err := encodeRecord(tp)
+		if err != nil {
+			return err
+		}
+		_, err = f.meta.Put(ctx, key, val, ver)
+		switch metadata.Classify(err) {
+		case metadata.Applied:
+			return nil
+		case metadata.Conflict, metadata.Unknown:
+			continue
+		default:
+			return err
+		}
+	}
+	return ErrTooManyConflicts
 }
 
 // CreateNamespace creates tenant/ns; the tenant must exist.
@@ -540,6 +598,9 @@ func (f *Factory) UpdatePartitions(ctx context.Context, topic TopicName, n int) 
 // DeletePartitioned deletes the partitioned-topic record (the caller
 // deletes the partitions first).
 func (f *Factory) DeletePartitioned(ctx context.Context, topic TopicName) error {
+	if err := f.DeleteState(ctx, topic, "policies"); err != nil {
+		return err
+	}
 	err := f.deleteKey(ctx, keyPartitioned+topic.keyPath())
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("%w: partitioned topic %s", ErrTopicNotFound, topic)

@@ -264,6 +264,12 @@ func (l *Ledger) Close(ctx context.Context) error {
 	return err
 }
 
+// SetRetention sets the retention of the ledger's stream (the Pulsar
+// broker computes it from policies; the core applies it).
+func (f *Factory) SetRetention(ctx context.Context, l *Ledger, r stream.Retention) error {
+	return f.storage.SetRetention(ctx, l.id, r)
+}
+
 // Factory returns the factory the ledger belongs to.
 func (l *Ledger) Factory() *Factory { return l.f }
 

@@ -123,6 +123,9 @@ func createProducer(ctx context.Context, c *conn, cmd *pb.CommandProducer) (*pb.
 		}
 		return nil, err
 	}
+	if err := t.checkProducerQuota(ctx); err != nil {
+		return nil, err
+	}
 	var schemaVersion []byte
 	if sc := cmd.GetSchema(); sc != nil {
 		schemaVersion, err = t.getOrCreateSchema(ctx, sc)

@@ -76,6 +76,18 @@ type Config struct {
 	// redelivery or per-key ordering before it stops reading ahead
 	// (default 5000).
 	MaxReplayEntries int
+	// DefaultRetention is the retention of topics whose topic and
+	// namespace set none (Pulsar's defaultRetentionTimeInMinutes /
+	// defaultRetentionSizeInMB). Nil keeps everything (-1, -1): unlike
+	// Apache Pulsar's (0, 0), which deletes what every subscription
+	// acknowledged, and a topic's whole content when it has no
+	// subscription — Kafka clients reading Pulsar topics (KoP) expect
+	// history to stay.
+	DefaultRetention *managedledger.RetentionPolicies
+	// BacklogQuotaCheckInterval is how often loaded topics are checked
+	// against their backlog quotas (Pulsar's
+	// backlogQuotaCheckIntervalInSeconds; default 60s).
+	BacklogQuotaCheckInterval time.Duration
 	// Ledgers, if set, is the managed-ledger factory to serve topics from
 	// (made by NewLedgers). The server shares it with the KoP projection
 	// so that both hold one append session per stream. Nil: NewServer
@@ -104,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplayEntries <= 0 {
 		c.MaxReplayEntries = 5000
+	}
+	if c.BacklogQuotaCheckInterval <= 0 {
+		c.BacklogQuotaCheckInterval = time.Minute
 	}
 	return c
 }

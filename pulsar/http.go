@@ -14,7 +14,8 @@
 //	GET    /admin/v2/tenants                    PUT|POST|GET|DELETE /admin/v2/tenants/{tenant}
 //	GET    /admin/v2/namespaces/{tenant}        PUT|GET|DELETE /admin/v2/namespaces/{tenant}/{ns}
 //	POST   /admin/v2/namespaces/{tenant}/{ns}/deduplication   (body true|false)
-//	GET|POST|DELETE /admin/v2/namespaces/{tenant}/{ns}/retention (stored and reported; not yet applied, see skipped_features)
+//	GET|POST|DELETE /admin/v2/namespaces/{tenant}/{ns}/retention (applied to the namespace's topics; retention.go)
+//	(topic retention and backlog quotas: http_policies.go)
 //	GET|POST|DELETE /admin/v2/namespaces/{tenant}/{ns}/storageProfile (Nereus: profile of topics created from now on)
 //	GET    /admin/v2/{domain}/{tenant}/{ns}                    (topics and partitions)
 //	GET    /admin/v2/{domain}/{tenant}/{ns}/partitioned        (partitioned topics)
@@ -97,6 +98,7 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.createPartitioned)
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.updatePartitions)
 	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.deletePartitioned)
+	a.registerPolicies(mux)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats", a.topicStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats", a.partitionedStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.listSubscriptions)
@@ -496,6 +498,14 @@ func (a *httpAPI) setRetention(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	topics, err := a.s.namespaceTopics(ctx, nsName(r))
+	if err == nil {
+		err = a.s.applyRetentionTo(ctx, topics)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -885,6 +895,10 @@ type topicStatsJSON struct {
 	WaitingProducers int                          `json:"waitingProducersCount"`
 	TopicEpoch       uint64                       `json:"topicEpoch"`
 	StorageProfile   string                       `json:"nereusStorageProfile"`
+	BacklogSize      int64                        `json:"backlogSize"`
+	QuotaLimitSize   int64                        `json:"backlogQuotaLimitSize"`
+	QuotaLimitTime   int64                        `json:"backlogQuotaLimitTime"`
+	OldestBacklogAge int64                        `json:"oldestBacklogMessageAgeSeconds"`
 	Subscriptions    map[string]subscriptionStats `json:"subscriptions"`
 }
 
@@ -909,6 +923,18 @@ func (s *Server) topicStats(ctx context.Context, n managedledger.TopicName) (top
 	out.StorageSize = info.CommittedBytes
 	out.StorageProfile = info.Profile.String()
 	out.EntriesCount = info.EndOffset - info.StartOffset
+	out.QuotaLimitSize, out.QuotaLimitTime, out.OldestBacklogAge = -1, -1, -1
+	if b, err := t.backlog(ctx); err == nil {
+		out.BacklogSize, out.OldestBacklogAge = b.bytes, b.ageSeconds
+	}
+	if qs, err := s.backlogQuotas(ctx, t.name); err == nil {
+		if q, ok := qs[quotaStorage]; ok {
+			out.QuotaLimitSize = q.LimitSize
+		}
+		if q, ok := qs[quotaAge]; ok {
+			out.QuotaLimitTime = q.LimitTime
+		}
+	}
 	out.Publishers = []publisherStats{}
 	out.Subscriptions = map[string]subscriptionStats{}
 	t.mu.Lock()
@@ -1009,6 +1035,7 @@ func (a *httpAPI) partitionedStats(w http.ResponseWriter, r *http.Request) {
 		agg.BytesOutCounter += st.BytesOutCounter
 		agg.StorageSize += st.StorageSize
 		agg.EntriesCount += st.EntriesCount
+		agg.BacklogSize += st.BacklogSize
 		agg.Publishers = append(agg.Publishers, st.Publishers...)
 		for name, ss := range st.Subscriptions {
 			a := agg.Subscriptions[name]
@@ -1023,7 +1050,7 @@ func (a *httpAPI) partitionedStats(w http.ResponseWriter, r *http.Request) {
 		"msgRateIn": agg.MsgRateIn, "msgThroughputIn": agg.MsgThroughputIn, "msgRateOut": agg.MsgRateOut,
 		"msgThroughputOut": agg.MsgThroughputOut, "msgInCounter": agg.MsgInCounter, "bytesInCounter": agg.BytesInCounter,
 		"msgOutCounter": agg.MsgOutCounter, "bytesOutCounter": agg.BytesOutCounter, "storageSize": agg.StorageSize,
-		"publishers": agg.Publishers, "subscriptions": agg.Subscriptions,
+		"backlogSize": agg.BacklogSize, "publishers": agg.Publishers, "subscriptions": agg.Subscriptions,
 		"metadata": map[string]int{"partitions": cnt}, "partitions": parts,
 	})
 }

@@ -105,9 +105,10 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		advertise:   cfg.AdvertisedAddr,
 		ml:          ml,
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.statsLoop()
 	go s.followCluster()
+	go s.backlogQuotaLoop()
 	return s, nil
 }
 
@@ -132,6 +133,11 @@ func NewLedgers(ctx context.Context, storage stream.Storage, meta metadata.Store
 	ml := managedledger.NewFactory(storage, meta, mc)
 	if err := ml.EnsureDefaults(ctx); err != nil {
 		return nil, fmt.Errorf("nereus/pulsar: create default tenant/namespace: %w", err)
+	}
+	// Retention never trims what a durable subscription still needs,
+	// whoever serves the topics (the Pulsar front end, KoP, both).
+	if g, ok := storage.(guardRegistry); ok {
+		g.RegisterRetentionGuard(isPulsarStream, retentionGuard{ml: ml})
 	}
 	return ml, nil
 }

@@ -21,19 +21,15 @@ package pulsar
 //   - Message chunking: chunks are stored and dispatched as ordinary entries
 //     (clients reassemble); no broker-side chunk validation.
 //   - Compaction and read_compacted: no compacted view exists.
-//   - Retention policies are stored and reported (namespace retention REST
-//     paths) but not applied: applying them needs the core's protection
-//     floor from the lifecycle issue, so that time/size retention never
-//     trims entries a subscription has not acknowledged (Pulsar's rule).
-//   - Backlog quotas, publish/dispatch rate limits, topic
-//     policies, namespace bundles, load balancing and topic ownership
-//     transfer between brokers: every broker serves every topic; ownership is
-//     the stream core's append session, and a broker started later fences
-//     the earlier one's appends.
-//   - Acknowledgement-driven trimming: Pulsar (without retention) deletes
-//     ledgers once every subscription has consumed them; here data stays
-//     until the stream's own retention trims it. Cursors and readers cope
-//     with a trimmed start (they skip to the first readable entry).
+//   - Publish/dispatch rate limits, namespace bundles and load balancing.
+//   - Acknowledgement-driven trimming by default: Apache Pulsar's default
+//     retention (0, 0) deletes what every subscription acknowledged; the
+//     Nereus default (--pulsar-default-retention-minutes/-size-mb -1) keeps
+//     everything, so Kafka clients (KoP) and readers find history. A
+//     namespace or topic retention policy, (0, 0) included, is applied as
+//     Pulsar applies it (retention.go). Backlog quotas are applied
+//     (backlogquota.go), their size measured from the stream's retained
+//     bytes per offset.
 //   - Idle topic unloading: a topic stays loaded (ledger handle, dispatcher
 //     goroutines of its subscriptions) until it is deleted or the broker
 //     shuts down.

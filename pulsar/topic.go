@@ -88,6 +88,9 @@ func (s *Server) loadTopic(ctx context.Context, name managedledger.TopicName, cr
 	if err != nil {
 		return nil, err
 	}
+	if err := s.applyRetention(ctx, l); err != nil {
+		s.log.Warn("pulsar retention policy not applied", "topic", name.String(), "err", err)
+	}
 	t := &topic{s: s, name: name, ledger: l, producers: map[string]*producer{}, subs: map[string]*subscription{},
 		lastSeq: map[string]int64{}, lastIndex: -1}
 	t.stats.last = time.Now()

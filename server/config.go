@@ -144,6 +144,8 @@ type Config struct {
 	// Lifecycle holds the materialization, retention-protection and GC
 	// settings (lifecycle_settings.go).
 	Lifecycle LifecycleSettings
+	// Pulsar holds the Pulsar broker's policies (pulsar_settings.go).
+	Pulsar PulsarSettings
 }
 
 // DefaultConfig returns the embedded defaults: no external service, data in
@@ -168,6 +170,7 @@ func DefaultConfig() Config {
 		Tuning:            DefaultTuning(),
 		Security:          defaultSecurity(),
 		Lifecycle:         DefaultLifecycleSettings(),
+		Pulsar:            DefaultPulsarSettings(),
 
 		TLSClientAuth:     string(listener.ClientAuthNone),
 		TLSReloadInterval: defaultTLSReloadInterval,
@@ -237,6 +240,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateListeners()...)
 	errs = append(errs, c.validateBackends()...)
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.Pulsar.validate()...)
 	errs = append(errs, c.Security.validate()...)
 	errs = append(errs, c.Lifecycle.validate()...)
 	return errors.Join(errs...)

@@ -168,10 +168,13 @@ func newPulsarFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 		}
 	}
 	srv, err := pulsar.NewServer(pulsar.Config{
-		Endpoints: eps,
-		Cluster:   d.Cluster,
-		Logger:    d.Logger.With("frontend", "pulsar"),
-		Ledgers:   ml,
+		Endpoints:                 eps,
+		Cluster:                   d.Cluster,
+		Logger:                    d.Logger.With("frontend", "pulsar"),
+		Ledgers:                   ml,
+		MaxMessageSize:            int(d.Config.Pulsar.MaxMessageSize),
+		DefaultRetention:          d.Config.Pulsar.defaultRetention(),
+		BacklogQuotaCheckInterval: d.Config.Pulsar.BacklogQuotaCheckInterval,
 		Auth: pulsar.AuthConfig{
 			Providers:      d.Config.pulsarProviders(),
 			Tokens:         d.Tokens,
@@ -198,7 +201,7 @@ func newKafkaFrontend(d Deps, ledgers *sharedLedgers) (Frontend, error) {
 	if err != nil {
 		return nil, err
 	}
-	proj, err := kop.New(kop.Config{Ledgers: ml, Logger: d.Logger.With("frontend", "kafka")})
+	proj, err := kop.New(kop.Config{Ledgers: ml, MaxMessageSize: int(d.Config.Pulsar.MaxMessageSize), Logger: d.Logger.With("frontend", "kafka")})
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,18 @@ type openedStorage struct {
 	ObjectStoreInfo, MetadataInfo *adminapi.StorageBackend
 }
 
+// RegisterRetentionGuard forwards to the core (front ends type-assert
+// Deps.Storage for it to protect what their consumers still need from
+// retention; see stream.RetentionGuard). Without a core it does nothing:
+// nothing else applies retention.
+func (o openedStorage) RegisterRetentionGuard(match func(stream.Info) bool, g stream.RetentionGuard) {
+	if r, ok := o.Storage.(interface {
+		RegisterRetentionGuard(func(stream.Info) bool, stream.RetentionGuard)
+	}); ok {
+		r.RegisterRetentionGuard(match, g)
+	}
+}
+
 // openStorage is the ONE place the process constructs its stream storage:
 // the stream core over the metadata store --metadata selects (bbolt in
 // <data-dir>/metadata.db, or etcd) and the Object WAL on the object store

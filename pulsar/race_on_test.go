@@ -1,0 +1,5 @@
+//go:build race
+
+package pulsar
+
+const raceEnabled = true
