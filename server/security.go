@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -60,6 +61,20 @@ type Security struct {
 	AdminRoles         string
 	AdminReadOnlyRoles string
 	AdminOpenPaths     string
+	// Etcd client security (--metadata etcd://...): EtcdCAFile verifies
+	// the servers (https endpoints), EtcdCertFile/EtcdKeyFile are a client
+	// certificate, EtcdUsername with the password from EtcdPasswordFile or
+	// the NEREUS_ETCD_PASSWORD environment variable (never a flag) is etcd
+	// authentication.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	EtcdUsername                          string
+	EtcdPasswordFile                      string
+	EtcdPassword                          Secret
+	// BookKeeperZKDigestFile holds "user:password" for ZooKeeper digest
+	// authentication of the BookKeeper metadata session (or the
+	// NEREUS_BOOKKEEPER_ZK_DIGEST environment variable).
+	BookKeeperZKDigestFile string
+	BookKeeperZKDigest     Secret
 	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
 	// long (bounded by an OAUTHBEARER token's expiry) and must
 	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
@@ -176,6 +191,18 @@ func (s Security) validate() []error {
 			errs = append(errs, fmt.Errorf("admin-open-paths: %q is not a path", p))
 		}
 	}
+	if s.EtcdPasswordFile != "" && s.EtcdPassword != "" {
+		errs = append(errs, errors.New("etcd-password-file and NEREUS_ETCD_PASSWORD are both set: use one"))
+	}
+	if (s.EtcdPasswordFile != "" || s.EtcdPassword != "") && s.EtcdUsername == "" {
+		errs = append(errs, errors.New("an etcd password needs etcd-username"))
+	}
+	if (s.EtcdCertFile == "") != (s.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("etcd-cert-file and etcd-key-file go together"))
+	}
+	if s.BookKeeperZKDigestFile != "" && s.BookKeeperZKDigest != "" {
+		errs = append(errs, errors.New("bookkeeper-zk-digest-file and NEREUS_BOOKKEEPER_ZK_DIGEST are both set: use one"))
+	}
 	if s.PulsarAuthRefreshCheck <= 0 {
 		errs = append(errs, fmt.Errorf("pulsar-auth-refresh-check %v must be positive", s.PulsarAuthRefreshCheck))
 	}
@@ -199,6 +226,12 @@ var securitySettings = []setting{
 	boolSetting("pulsar-authorization", "Pulsar authorization: superusers, tenant admins, namespace/topic permissions", func(c *Config) *bool { return &c.PulsarAuthorization }),
 	mk("pulsar-superuser-roles", "Pulsar roles allowed everything, comma-separated", func(c *Config) *string { return &c.PulsarSuperUserRoles }),
 	durationSetting("pulsar-auth-refresh-check", "how often Pulsar sessions are checked for expired tokens (AUTH_CHALLENGE)", func(c *Config) *time.Duration { return &c.PulsarAuthRefreshCheck }),
+	mk("etcd-ca-file", "PEM CA verifying the etcd servers (TLS to etcd)", func(c *Config) *string { return &c.EtcdCAFile }),
+	mk("etcd-cert-file", "PEM client certificate for etcd", func(c *Config) *string { return &c.EtcdCertFile }),
+	mk("etcd-key-file", "PEM key of etcd-cert-file", func(c *Config) *string { return &c.EtcdKeyFile }),
+	mk("etcd-username", "etcd user (password from etcd-password-file or NEREUS_ETCD_PASSWORD)", func(c *Config) *string { return &c.EtcdUsername }),
+	mk("etcd-password-file", "file with the etcd password", func(c *Config) *string { return &c.EtcdPasswordFile }),
+	mk("bookkeeper-zk-digest-file", "file with user:password for ZooKeeper digest auth of the BookKeeper metadata (or NEREUS_BOOKKEEPER_ZK_DIGEST)", func(c *Config) *string { return &c.BookKeeperZKDigestFile }),
 	mk("admin-auth", "admin HTTP API authentication: token and/or tls (empty: open)", func(c *Config) *string { return &c.AdminAuth }),
 	mk("admin-roles", "roles (token role claim or certificate CN) allowed every admin API call, comma-separated", func(c *Config) *string { return &c.AdminRoles }),
 	mk("admin-read-only-roles", "roles allowed only GET/HEAD on the admin API, comma-separated", func(c *Config) *string { return &c.AdminReadOnlyRoles }),
@@ -225,3 +258,27 @@ func (c Config) listenerAuthenticated(s listener.Spec) bool {
 
 // adminAuthenticated: the admin HTTP API requires credentials.
 func (c Config) adminAuthenticated() bool { return len(c.adminAuthProviders()) > 0 }
+
+// secretEnv are the credentials taken only from the environment (never
+// flags or config files: those show in ps and in checked-in files).
+var secretEnv = []struct {
+	name string
+	set  func(*Config, string)
+}{
+	{"NEREUS_ETCD_PASSWORD", func(c *Config, v string) { c.EtcdPassword = Secret(v) }},
+	{"NEREUS_BOOKKEEPER_ZK_DIGEST", func(c *Config, v string) { c.BookKeeperZKDigest = Secret(v) }},
+}
+
+// readSecret is a secret from file (first line, trailing newline removed)
+// or the environment value.
+func readSecret(file string, env Secret, what string) (string, error) {
+	if file == "" {
+		return string(env), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}
