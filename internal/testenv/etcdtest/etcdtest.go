@@ -123,12 +123,12 @@ type Server struct {
 	Endpoint string
 	// TLS, when set, serves clients over TLS with this certificate and,
 	// with TLS.CAFile, requires client certificates the CA verifies.
-	TLS      *TLSFiles
-	dir      string
-	client   string
-	peer     string
-	mu       sync.Mutex
-	e        *embed.Etcd
+	TLS    *TLSFiles
+	dir    string
+	client string
+	peer   string
+	mu     sync.Mutex
+	e      *embed.Etcd
 }
 
 // TLSFiles are PEM files of a TLS server (see StartTLSServer).
