@@ -38,8 +38,17 @@ func HasCode(err error, code Code) bool {
 
 // Client talks to one Nereus admin endpoint. It is safe for concurrent use.
 type Client struct {
-	base *url.URL
-	http *http.Client
+	base  *url.URL
+	http  *http.Client
+	token string
+}
+
+// WithToken returns a client that sends token as a bearer credential
+// (servers running with --admin-auth token). The token is never logged.
+func (c *Client) WithToken(token string) *Client {
+	cp := *c
+	cp.token = token
+	return &cp
 }
 
 // NewClient returns a client for the server at base (e.g.
@@ -101,6 +110,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach nereus server at %s: %w", c.base, unwrapURLError(err))

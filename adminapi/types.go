@@ -214,6 +214,12 @@ const (
 	CodeUnavailable        Code = "UNAVAILABLE"
 	CodeTooLarge           Code = "TOO_LARGE"
 	CodeInternal           Code = "INTERNAL"
+	// CodeUnauthenticated: the admin API requires credentials (a bearer
+	// token or a client certificate) and none valid came (401).
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	// CodeForbidden: the caller's role may not do this (403): read-only
+	// roles may only read.
+	CodeForbidden Code = "FORBIDDEN"
 )
 
 // Status returns the HTTP status the server answers with for the code.
@@ -221,6 +227,10 @@ func (c Code) Status() int {
 	switch c {
 	case CodeInvalidArgument, CodeUnsupportedProfile:
 		return 400
+	case CodeUnauthenticated:
+		return 401
+	case CodeForbidden:
+		return 403
 	case CodeNotFound, CodeStreamNotFound:
 		return 404
 	case CodeStreamExists, CodeStreamSealed, CodeFenced, CodeSessionBusy, CodeNotOwner, CodeOffsetConflict,

@@ -39,6 +39,11 @@ type ZKOptions struct {
 	// Logger receives the ZooKeeper library's connection chatter at debug
 	// level; default slog.Default().
 	Logger *slog.Logger
+	// Digest, when set, is "user:password" for ZooKeeper digest
+	// authentication of the session (re-sent on every reconnect). Znode
+	// ACLs stay what the bookies also read (world), so bookie GC keeps
+	// seeing every ledger. Never logged.
+	Digest string
 }
 
 type zkLogger struct{ l *slog.Logger }
@@ -71,6 +76,13 @@ func DialZK(ctx context.Context, servers string, opts ZKOptions) (*ZKStore, erro
 		case <-ctx.Done():
 			conn.Close()
 			return nil, fmt.Errorf("%w: no ZooKeeper session with %s: %v", ErrMetadataUnavailable, servers, ctx.Err())
+		}
+	}
+	if opts.Digest != "" {
+		if err := conn.AddAuth("digest", []byte(opts.Digest)); err != nil {
+			conn.Close()
+			// The error names no credential.
+			return nil, fmt.Errorf("%w: ZooKeeper digest authentication with %s failed: %v", ErrMetadataUnavailable, servers, err)
 		}
 	}
 	// Drain session events: nothing here depends on them (every call

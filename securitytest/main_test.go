@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -78,6 +79,15 @@ func createUsers() error {
 	if err != nil {
 		return err
 	}
+	secret, err := os.ReadFile(tokenKey)
+	if err != nil {
+		return err
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "admin"}).SignedString(secret)
+	if err != nil {
+		return err
+	}
+	c = c.WithToken(tok)
 	for u, p := range users {
 		for _, m := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -147,6 +157,7 @@ func serverArgs() []string {
 		"--tls-cert-file", tlsCA.CertFile, "--tls-key-file", tlsCA.KeyFile,
 		"--tls-ca-file", tlsCA.CAFile, "--tls-client-auth", "requested",
 		"--tls-reload-interval", "0",
+		"--admin-auth", "token,tls", "--admin-roles", "admin", "--admin-read-only-roles", "monitor",
 	}
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,7 +244,7 @@ func openMetadataStore(ctx context.Context, cfg Config, logger *slog.Logger) (me
 		}
 		return s, adminapi.StorageBackend{Kind: MetadataBolt, Location: absPath(path)}, nil
 	default:
-		s, err := openEtcd(ctx, spec, cfg.BackendTimeout, logger)
+		s, err := openEtcd(ctx, spec, cfg, logger)
 		if err != nil {
 			return nil, adminapi.StorageBackend{}, err
 		}
@@ -250,15 +252,54 @@ func openMetadataStore(ctx context.Context, cfg Config, logger *slog.Logger) (me
 	}
 }
 
-func openEtcd(ctx context.Context, spec metadataSpec, timeout time.Duration, logger *slog.Logger) (*etcdstore.Store, error) {
+// etcdTLS is the client TLS configuration for etcd.
+func etcdTLS(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.EtcdCAFile != "" {
+		pem, err := os.ReadFile(cfg.EtcdCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd-ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd-ca-file %s holds no PEM certificate", cfg.EtcdCAFile)
+		}
+	}
+	if cfg.EtcdCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.EtcdCertFile, cfg.EtcdKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd-cert-file / etcd-key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func openEtcd(ctx context.Context, spec metadataSpec, cfg Config, logger *slog.Logger) (*etcdstore.Store, error) {
+	timeout := cfg.BackendTimeout
 	where := spec.location()
-	s, err := etcdstore.Open(clientv3.Config{
+	ccfg := clientv3.Config{
 		Endpoints:            spec.endpoints,
 		DialTimeout:          timeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.New(newZapToSlog(logger.With("component", "etcd-client"))),
-	}, etcdstore.Options{Prefix: spec.prefix})
+	}
+	if cfg.EtcdCAFile != "" || cfg.EtcdCertFile != "" {
+		tc, err := etcdTLS(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("metadata %s: %w", where, err)
+		}
+		ccfg.TLS = tc
+	}
+	if cfg.EtcdUsername != "" {
+		pass, err := readSecret(cfg.EtcdPasswordFile, cfg.EtcdPassword, "etcd-password-file")
+		if err != nil {
+			return nil, fmt.Errorf("metadata %s: %w", where, err)
+		}
+		ccfg.Username, ccfg.Password = cfg.EtcdUsername, pass
+	}
+	s, err := etcdstore.Open(ccfg, etcdstore.Options{Prefix: spec.prefix})
 	if err != nil {
 		return nil, fmt.Errorf("metadata %s: %w", where, err)
 	}

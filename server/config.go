@@ -454,6 +454,11 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Confi
 			}
 		}
 	}
+	for _, se := range secretEnv {
+		if v, ok := lookupEnv(se.name); ok && v != "" {
+			se.set(&cfg, v)
+		}
+	}
 	for _, s := range settings {
 		if f := fs.Lookup(s.key); f != nil && f.Changed {
 			if err := s.set(&cfg, f.Value.String()); err != nil {

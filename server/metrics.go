@@ -15,16 +15,17 @@ import (
 var Version = "dev"
 
 type metrics struct {
-	httpRequests  *prometheus.CounterVec
-	httpDuration  *prometheus.HistogramVec
-	appendEntries prometheus.Counter
-	appendBytes   prometheus.Counter
-	readEntries   prometheus.Counter
-	readBytes     prometheus.Counter
-	frontendUp    *prometheus.GaugeVec
-	durable       prometheus.Gauge
-	backends      *prometheus.GaugeVec
-	draining      prometheus.Gauge
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	appendEntries   prometheus.Counter
+	appendBytes     prometheus.Counter
+	readEntries     prometheus.Counter
+	readBytes       prometheus.Counter
+	frontendUp      *prometheus.GaugeVec
+	durable         prometheus.Gauge
+	backends        *prometheus.GaugeVec
+	draining        prometheus.Gauge
+	adminAuthDenied *prometheus.CounterVec
 }
 
 // newRegistry returns the process registry with Go runtime and process
@@ -76,9 +77,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nereus_draining", Help: "1 once graceful shutdown began.",
 		}),
+		adminAuthDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nereus_admin_http_auth_denied_total", Help: "Admin HTTP requests refused by authentication (unauthenticated) or role (forbidden).",
+		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.appendEntries, m.appendBytes, m.readEntries,
-		m.readBytes, m.frontendUp, m.durable, m.backends, m.draining)
+		m.readBytes, m.frontendUp, m.durable, m.backends, m.draining, m.adminAuthDenied)
 	return m
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -51,6 +52,29 @@ type Security struct {
 	PulsarAuthorization    bool
 	PulsarSuperUserRoles   string
 	PulsarAuthRefreshCheck time.Duration
+	// AdminAuth turns on authentication of the admin HTTP API: "token"
+	// (bearer JWTs) and/or "tls" (client certificates; needs an https://
+	// listener and tls-client-auth). AdminRoles may do anything,
+	// AdminReadOnlyRoles only GET/HEAD. AdminOpenPaths stay open
+	// (default /healthz,/metrics; empty: nothing is open).
+	AdminAuth          string
+	AdminRoles         string
+	AdminReadOnlyRoles string
+	AdminOpenPaths     string
+	// Etcd client security (--metadata etcd://...): EtcdCAFile verifies
+	// the servers (https endpoints), EtcdCertFile/EtcdKeyFile are a client
+	// certificate, EtcdUsername with the password from EtcdPasswordFile or
+	// the NEREUS_ETCD_PASSWORD environment variable (never a flag) is etcd
+	// authentication.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	EtcdUsername                          string
+	EtcdPasswordFile                      string
+	EtcdPassword                          Secret
+	// BookKeeperZKDigestFile holds "user:password" for ZooKeeper digest
+	// authentication of the BookKeeper metadata session (or the
+	// NEREUS_BOOKKEEPER_ZK_DIGEST environment variable).
+	BookKeeperZKDigestFile string
+	BookKeeperZKDigest     Secret
 	// KafkaMaxReauth is connections.max.reauth.ms: SASL sessions last this
 	// long (bounded by an OAUTHBEARER token's expiry) and must
 	// re-authenticate (KIP-368); 0 (default) disables re-authentication.
@@ -58,7 +82,7 @@ type Security struct {
 }
 
 func defaultSecurity() Security {
-	return Security{TokenRoleClaim: "sub", PulsarAuthRefreshCheck: time.Minute}
+	return Security{TokenRoleClaim: "sub", PulsarAuthRefreshCheck: time.Minute, AdminOpenPaths: "/healthz,/metrics"}
 }
 
 func splitRoles(v string) []string {
@@ -148,6 +172,37 @@ func (s Security) validate() []error {
 	if (s.PulsarAnonymousRole != "" || s.PulsarSuperUserRoles != "") && len(s.pulsarProviders()) == 0 {
 		errs = append(errs, errors.New("pulsar-anonymous-role and pulsar-superuser-roles need pulsar-authentication-providers"))
 	}
+	for _, p := range splitRoles(s.AdminAuth) {
+		switch strings.ToLower(p) {
+		case "token":
+			if !s.TokenConfig().Configured() {
+				errs = append(errs, errors.New("admin-auth token needs token-secret-key-file or token-public-key-file"))
+			}
+		case "tls":
+		default:
+			errs = append(errs, fmt.Errorf("admin-auth: %q is not token or tls", p))
+		}
+	}
+	if s.AdminAuth != "" && s.AdminRoles == "" && s.AdminReadOnlyRoles == "" {
+		errs = append(errs, errors.New("admin-auth needs admin-roles (and/or admin-read-only-roles): no role could do anything"))
+	}
+	for _, p := range splitRoles(s.AdminOpenPaths) {
+		if !strings.HasPrefix(p, "/") {
+			errs = append(errs, fmt.Errorf("admin-open-paths: %q is not a path", p))
+		}
+	}
+	if s.EtcdPasswordFile != "" && s.EtcdPassword != "" {
+		errs = append(errs, errors.New("etcd-password-file and NEREUS_ETCD_PASSWORD are both set: use one"))
+	}
+	if (s.EtcdPasswordFile != "" || s.EtcdPassword != "") && s.EtcdUsername == "" {
+		errs = append(errs, errors.New("an etcd password needs etcd-username"))
+	}
+	if (s.EtcdCertFile == "") != (s.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("etcd-cert-file and etcd-key-file go together"))
+	}
+	if s.BookKeeperZKDigestFile != "" && s.BookKeeperZKDigest != "" {
+		errs = append(errs, errors.New("bookkeeper-zk-digest-file and NEREUS_BOOKKEEPER_ZK_DIGEST are both set: use one"))
+	}
 	if s.PulsarAuthRefreshCheck <= 0 {
 		errs = append(errs, fmt.Errorf("pulsar-auth-refresh-check %v must be positive", s.PulsarAuthRefreshCheck))
 	}
@@ -171,6 +226,16 @@ var securitySettings = []setting{
 	boolSetting("pulsar-authorization", "Pulsar authorization: superusers, tenant admins, namespace/topic permissions", func(c *Config) *bool { return &c.PulsarAuthorization }),
 	mk("pulsar-superuser-roles", "Pulsar roles allowed everything, comma-separated", func(c *Config) *string { return &c.PulsarSuperUserRoles }),
 	durationSetting("pulsar-auth-refresh-check", "how often Pulsar sessions are checked for expired tokens (AUTH_CHALLENGE)", func(c *Config) *time.Duration { return &c.PulsarAuthRefreshCheck }),
+	mk("etcd-ca-file", "PEM CA verifying the etcd servers (TLS to etcd)", func(c *Config) *string { return &c.EtcdCAFile }),
+	mk("etcd-cert-file", "PEM client certificate for etcd", func(c *Config) *string { return &c.EtcdCertFile }),
+	mk("etcd-key-file", "PEM key of etcd-cert-file", func(c *Config) *string { return &c.EtcdKeyFile }),
+	mk("etcd-username", "etcd user (password from etcd-password-file or NEREUS_ETCD_PASSWORD)", func(c *Config) *string { return &c.EtcdUsername }),
+	mk("etcd-password-file", "file with the etcd password", func(c *Config) *string { return &c.EtcdPasswordFile }),
+	mk("bookkeeper-zk-digest-file", "file with user:password for ZooKeeper digest auth of the BookKeeper metadata (or NEREUS_BOOKKEEPER_ZK_DIGEST)", func(c *Config) *string { return &c.BookKeeperZKDigestFile }),
+	mk("admin-auth", "admin HTTP API authentication: token and/or tls (empty: open)", func(c *Config) *string { return &c.AdminAuth }),
+	mk("admin-roles", "roles (token role claim or certificate CN) allowed every admin API call, comma-separated", func(c *Config) *string { return &c.AdminRoles }),
+	mk("admin-read-only-roles", "roles allowed only GET/HEAD on the admin API, comma-separated", func(c *Config) *string { return &c.AdminReadOnlyRoles }),
+	mk("admin-open-paths", "admin paths served without authentication", func(c *Config) *string { return &c.AdminOpenPaths }),
 	durationSetting("kafka-max-reauth", "Kafka connections.max.reauth.ms: SASL session lifetime before re-authentication (0: never)", func(c *Config) *time.Duration { return &c.KafkaMaxReauth }),
 }
 
@@ -191,6 +256,29 @@ func (c Config) listenerAuthenticated(s listener.Spec) bool {
 	return s.Security.SASL
 }
 
-// adminAuthenticated: the admin HTTP API requires credentials (see
-// admin auth); until it does, HTTP listeners are unauthenticated.
-func (c Config) adminAuthenticated() bool { return false }
+// adminAuthenticated: the admin HTTP API requires credentials.
+func (c Config) adminAuthenticated() bool { return len(c.adminAuthProviders()) > 0 }
+
+// secretEnv are the credentials taken only from the environment (never
+// flags or config files: those show in ps and in checked-in files).
+var secretEnv = []struct {
+	name string
+	set  func(*Config, string)
+}{
+	{"NEREUS_ETCD_PASSWORD", func(c *Config, v string) { c.EtcdPassword = Secret(v) }},
+	{"NEREUS_BOOKKEEPER_ZK_DIGEST", func(c *Config, v string) { c.BookKeeperZKDigest = Secret(v) }},
+}
+
+// readSecret is a secret from file (first line, trailing newline removed)
+// or the environment value.
+func readSecret(file string, env Secret, what string) (string, error) {
+	if file == "" {
+		return string(env), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}

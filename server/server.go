@@ -246,9 +246,13 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		}
 	}
 	warnExposed(logger, cfg, bound)
+	var handler http.Handler = mux
+	if aa := newAdminAuth(cfg, s.tokens); aa != nil {
+		handler = aa.wrap(mux, s)
+	}
 
 	s.httpServer = &http.Server{
-		Handler:           s.metrics.instrument(mux),
+		Handler:           s.metrics.instrument(handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -126,7 +126,12 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		// --bookkeeper-zk enables the BOOKKEEPER_WAL_ONLY profile: connect,
 		// verify (or on first start reserve) this deployment's ledger-ID
 		// namespace, and open the provider on the core's metadata store.
-		d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, Root: cfg.BookKeeperRoot,
+		digest, err := readSecret(cfg.BookKeeperZKDigestFile, cfg.BookKeeperZKDigest, "bookkeeper-zk-digest-file")
+		if err != nil {
+			_ = wal.Close(ctx)
+			return openedStorage{}, err
+		}
+		d, err := bkwal.Dial(ctx, bkwal.DialConfig{ZK: cfg.BookKeeperZK, ZKDigest: digest, Root: cfg.BookKeeperRoot,
 			Meta: meta, WriterID: nodeID, Logger: logger.With("component", "bkwal"),
 			Provider: cfg.bookKeeperConfig(bkwal.Config{Meter: mtr.Meter("github.com/nereusstream/nereus-go/stream/bkwal")}),
 			Client:   cfg.bookKeeperClientConfig(bookkeeper.Config{})})

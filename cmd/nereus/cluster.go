@@ -21,8 +21,7 @@ func newClusterCmd(e env) *cobra.Command {
 
 The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 	}
-	cmd.PersistentFlags().StringVar(&o.server, "server", "", "server URL (env NEREUS_SERVER, default "+defaultServer+")")
-	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of each request")
+	o.addConnFlags(cmd, 30*time.Second)
 	cmd.AddCommand(newClusterStatusCmd(e, o))
 	return cmd
 }

@@ -27,8 +27,7 @@ on by default; --gc-dry-run on the server makes it report instead of delete.
 
 The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 	}
-	cmd.PersistentFlags().StringVar(&o.server, "server", "", "server URL (env NEREUS_SERVER, default "+defaultServer+")")
-	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "timeout of each request")
+	o.addConnFlags(cmd, 2*time.Minute)
 	cmd.AddCommand(newGCStatusCmd(e, o), newGCRunCmd(e, o))
 	return cmd
 }

@@ -31,8 +31,7 @@ credentials over the Kafka protocol once a user can authenticate:
     --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]' \
     --entity-type users --entity-name alice`,
 	}
-	cmd.PersistentFlags().StringVar(&o.server, "server", "", "server URL (env NEREUS_SERVER, default "+defaultServer+")")
-	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of each request")
+	o.addConnFlags(cmd, 30*time.Second)
 	user := &cobra.Command{Use: "user", Aliases: []string{"users"}, Short: "SCRAM users: set, delete, list"}
 	user.AddCommand(newKafkaUserSetCmd(e, o), newKafkaUserDeleteCmd(e, o), newKafkaUserListCmd(e, o))
 	cmd.AddCommand(user)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -74,4 +75,42 @@ func TestKafkaUserCLI(t *testing.T) {
 		t.Fatalf("alice after delete: %v", err)
 	}
 	c.fails("no such SCRAM credential", "", "kafka", "user", "delete", "alice")
+}
+
+// TestCLITokenFile: against a server with --admin-auth token, commands
+// fail with one clear line without credentials and work with --token-file.
+func TestCLITokenFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := []byte("cli-token-test-secret-0123456789abcdef")
+	if err := os.WriteFile(filepath.Join(dir, "key"), secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "admin"}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPAddr, cfg.KafkaAddr, cfg.PulsarAddr = "127.0.0.1:0", "", ""
+	cfg.TokenSecretKeyFile, cfg.AdminAuth, cfg.AdminRoles = filepath.Join(dir, "key"), "token", "admin"
+	s, err := server.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	c := &cli{t: t, server: "http://" + s.HTTPAddr()}
+	c.sigCtx, c.sigCancel = context.WithCancel(context.Background())
+	t.Cleanup(c.sigCancel)
+	c.fails("authentication required", "", "stream", "list")
+	c.ok("", "stream", "create", "secured", "--token-file", filepath.Join(dir, "token"))
+	if out := c.ok("", "stream", "list", "--token-file", filepath.Join(dir, "token")); !strings.Contains(out, "secured") {
+		t.Fatalf("list: %q", out)
+	}
 }

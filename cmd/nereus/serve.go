@@ -39,6 +39,12 @@ and OAUTHBEARER (--kafka-sasl-mechanisms; users from "nereus kafka user set"
 or kafka-configs; JWTs verified with --token-secret-key-file or
 --token-public-key-file; KIP-368 re-authentication with --kafka-max-reauth).
 
+Pulsar: --pulsar-authentication-providers token,tls, --pulsar-authorization
+and --pulsar-superuser-roles (tenant admin roles and namespace/topic
+permissions from the Pulsar admin paths). Admin API: --admin-auth token,tls
+with --admin-roles and --admin-read-only-roles (/healthz and /metrics stay
+open unless --admin-open-paths says otherwise).
+
 TLS is 1.2 or newer; the certificate, key and CA files are re-read on SIGHUP
 and when they change (--tls-reload-interval). scripts/gen-dev-certs.sh makes
 a throwaway CA and certificates for a loopback try-out. Listeners bind

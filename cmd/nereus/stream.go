@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,18 +28,68 @@ const defaultServer = "http://127.0.0.1:8080"
 type streamOpts struct {
 	server  string
 	timeout time.Duration
+	// Credentials for servers with --admin-auth: a bearer token from a
+	// file (or NEREUS_TOKEN_FILE), a CA to trust for https://, and a client
+	// certificate.
+	tokenFile, caFile, certFile, keyFile string
+}
+
+// addConnFlags adds --server, --timeout and the credential flags.
+func (o *streamOpts) addConnFlags(cmd *cobra.Command, timeout time.Duration) {
+	cmd.PersistentFlags().StringVar(&o.server, "server", "", "server URL (env NEREUS_SERVER, default "+defaultServer+")")
+	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", timeout, "timeout of each request")
+	cmd.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file with a bearer token for --admin-auth servers (env NEREUS_TOKEN_FILE)")
+	cmd.PersistentFlags().StringVar(&o.caFile, "ca-file", "", "PEM CA to trust for an https:// server (env NEREUS_CA_FILE)")
+	cmd.PersistentFlags().StringVar(&o.certFile, "cert-file", "", "PEM client certificate for mTLS (env NEREUS_CERT_FILE)")
+	cmd.PersistentFlags().StringVar(&o.keyFile, "key-file", "", "PEM key of --cert-file (env NEREUS_KEY_FILE)")
 }
 
 func (o *streamOpts) client(e env) (*adminapi.Client, error) {
-	url := o.server
-	if url == "" {
-		if v, ok := e.lookupEnv("NEREUS_SERVER"); ok && v != "" {
-			url = v
-		} else {
-			url = defaultServer
+	pick := func(flag, envName, def string) string {
+		if flag != "" {
+			return flag
 		}
+		if v, ok := e.lookupEnv(envName); ok && v != "" {
+			return v
+		}
+		return def
 	}
-	return adminapi.NewClient(url, &http.Client{})
+	url := pick(o.server, "NEREUS_SERVER", defaultServer)
+	hc := &http.Client{}
+	caFile, certFile, keyFile := pick(o.caFile, "NEREUS_CA_FILE", ""), pick(o.certFile, "NEREUS_CERT_FILE", ""), pick(o.keyFile, "NEREUS_KEY_FILE", "")
+	if caFile != "" || certFile != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("--ca-file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+			}
+		}
+		if certFile != "" {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	c, err := adminapi.NewClient(url, hc)
+	if err != nil {
+		return nil, err
+	}
+	if f := pick(o.tokenFile, "NEREUS_TOKEN_FILE", ""); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		c = c.WithToken(strings.TrimSpace(string(b)))
+	}
+	return c, nil
 }
 
 // reqCtx bounds one request (long polls add their wait on top).
@@ -55,8 +107,7 @@ func newStreamCmd(e env) *cobra.Command {
 
 The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 	}
-	cmd.PersistentFlags().StringVar(&o.server, "server", "", "server URL (env NEREUS_SERVER, default "+defaultServer+")")
-	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of each request")
+	o.addConnFlags(cmd, 30*time.Second)
 	cmd.AddCommand(
 		newCreateCmd(e, o), newListCmd(e, o), newDescribeCmd(e, o), newAppendCmd(e, o), newReadCmd(e, o),
 		newTailCmd(e, o), newTrimCmd(e, o), newRetentionCmd(e, o), newSealCmd(e, o), newDeleteCmd(e, o), newRebuildIndexCmd(e, o),

@@ -130,6 +130,19 @@ func (s *Store) useTxnIndex(ctx context.Context, x *txnIndex, p *Partition, epoc
 	return nil
 }
 
+// txnLeaderOnly answers ErrNotLeader (and drops any cached index) on a
+// broker that does not lead p, before anything reads the stream head.
+func (s *Store) txnLeaderOnly(p *Partition) error {
+	if s.cfg.Cluster == nil || s.cfg.Cluster.OwnsStream(p.StreamName()) {
+		return nil
+	}
+	x := s.txnIndexFor(p.StreamID)
+	x.mu.Lock()
+	x.forget()
+	x.mu.Unlock()
+	return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
+}
+
 // headEpoch is the partition's current append-session epoch (read paths,
 // which never acquire the session).
 func (s *Store) headEpoch(ctx context.Context, p *Partition) (uint64, error) {
@@ -428,6 +441,9 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 	if p.proj != nil {
 		return hwm, nil // no transactions on projected topics
 	}
+	if err := s.txnLeaderOnly(p); err != nil {
+		return -1, err
+	}
 	epoch, err := s.headEpoch(ctx, p)
 	if err != nil {
 		return -1, err
@@ -451,6 +467,9 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64) ([]AbortedTxn, error) {
 	if p.proj != nil {
 		return nil, nil
+	}
+	if err := s.txnLeaderOnly(p); err != nil {
+		return nil, err
 	}
 	epoch, err := s.headEpoch(ctx, p)
 	if err != nil {
@@ -477,6 +496,9 @@ func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64)
 func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 	if p.proj != nil {
 		return nil, nil
+	}
+	if err := s.txnLeaderOnly(p); err != nil {
+		return nil, err
 	}
 	epoch, err := s.headEpoch(ctx, p)
 	if err != nil {

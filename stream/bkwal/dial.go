@@ -17,6 +17,9 @@ import (
 type DialConfig struct {
 	// ZK is the BookKeeper cluster's ZooKeeper connect string. Required.
 	ZK string
+	// ZKDigest, when set, is "user:password" for ZooKeeper digest
+	// authentication (never logged).
+	ZKDigest string
 	// Root is the bookies' ledgers root (default "/ledgers").
 	Root string
 	// Meta is the core's metadata store (namespace proof, ledger registry).
@@ -60,7 +63,7 @@ func Dial(ctx context.Context, dc DialConfig) (*Dialed, error) {
 	if dc.Logger == nil {
 		dc.Logger = slog.Default()
 	}
-	store, err := bookkeeper.DialZK(ctx, dc.ZK, bookkeeper.ZKOptions{LedgersRoot: dc.Root, Logger: dc.Logger})
+	store, err := bookkeeper.DialZK(ctx, dc.ZK, bookkeeper.ZKOptions{LedgersRoot: dc.Root, Logger: dc.Logger, Digest: dc.ZKDigest})
 	if err != nil {
 		return nil, err
 	}

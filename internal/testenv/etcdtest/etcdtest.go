@@ -121,16 +121,34 @@ func Stop() {
 type Server struct {
 	// Endpoint is the client address (host:port); it survives restarts.
 	Endpoint string
-	dir      string
-	client   string
-	peer     string
-	mu       sync.Mutex
-	e        *embed.Etcd
+	// TLS, when set, serves clients over TLS with this certificate and,
+	// with TLS.CAFile, requires client certificates the CA verifies.
+	TLS    *TLSFiles
+	dir    string
+	client string
+	peer   string
+	mu     sync.Mutex
+	e      *embed.Etcd
+}
+
+// TLSFiles are PEM files of a TLS server (see StartTLSServer).
+type TLSFiles struct{ CertFile, KeyFile, CAFile string }
+
+// StartTLSServer is StartServer with client TLS (https) on, and client
+// certificates required when f.CAFile is set.
+func StartTLSServer(tb testing.TB, f TLSFiles) *Server {
+	tb.Helper()
+	return startServer(tb, &f)
 }
 
 // StartServer starts a private server; a cleanup stops it and removes its
 // directory. A failed start fails tb.
 func StartServer(tb testing.TB) *Server {
+	tb.Helper()
+	return startServer(tb, nil)
+}
+
+func startServer(tb testing.TB, tlsFiles *TLSFiles) *Server {
 	tb.Helper()
 	dir := tb.TempDir()
 	client, err := freeAddr()
@@ -141,7 +159,7 @@ func StartServer(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{Endpoint: client, dir: dir, client: client, peer: peer}
+	s := &Server{Endpoint: client, TLS: tlsFiles, dir: dir, client: client, peer: peer}
 	if err := s.launch(); err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
@@ -164,6 +182,13 @@ func (s *Server) launch() error {
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	c := url.URL{Scheme: "http", Host: s.client}
+	if s.TLS != nil {
+		c.Scheme = "https"
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = s.TLS.CertFile, s.TLS.KeyFile
+		if s.TLS.CAFile != "" {
+			cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = s.TLS.CAFile, true
+		}
+	}
 	p := url.URL{Scheme: "http", Host: s.peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{p}, []url.URL{p}
