@@ -410,8 +410,9 @@ type BacklogQuota struct {
 // set-retention / set-backlog-quota), stored on the (base) topic: a
 // partitioned topic's policies apply to all its partitions.
 type TopicPolicies struct {
-	Retention    *RetentionPolicies      `json:"retention_policies,omitempty"`
-	BacklogQuota map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
+	Deduplication *bool                   `json:"deduplicationEnabled,omitempty"`
+	Retention     *RetentionPolicies      `json:"retention_policies,omitempty"`
+	BacklogQuota  map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
 }
 
 // GetTopicPolicies reads a topic's policies (zero when none are set).

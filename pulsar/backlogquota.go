@@ -238,6 +238,7 @@ func (s *subscription) skipBelow(off int64) {
 			delete(s.redeliveries, o)
 		}
 	}
+	s.delayed.removeBelow(off)
 	s.readPos = max(s.readPos, off)
 }
 

@@ -85,8 +85,10 @@ func handleAck(c *conn, f wire.Frame) error {
 		for _, off := range settled {
 			sub.settle(off)
 			delete(sub.redeliveries, off)
+			sub.delayed.remove(off)
 		}
 		if cumTo >= 0 {
+			sub.delayed.removeBelow(cumTo + 1)
 			for off := range sub.pending {
 				if off <= cumTo {
 					sub.settle(off)

@@ -126,6 +126,18 @@ func createProducer(ctx context.Context, c *conn, cmd *pb.CommandProducer) (*pb.
 	if err := t.checkProducerQuota(ctx); err != nil {
 		return nil, err
 	}
+	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
+		// The producer's initial subscription (dead-letter and retry
+		// producers set it), created at the earliest position as Pulsar
+		// does, so a consumer subscribing later finds what was produced.
+		start, _, err := t.ledger.Bounds(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := t.ledger.OpenCursor(ctx, sub, func() (int64, error) { return start, nil }); err != nil {
+			return nil, err
+		}
+	}
 	var schemaVersion []byte
 	if sc := cmd.GetSchema(); sc != nil {
 		schemaVersion, err = t.getOrCreateSchema(ctx, sc)

@@ -83,7 +83,7 @@ func handleSeek(c *conn, f wire.Frame) error {
 		}
 		c.sendSuccess(reqID)
 		for _, cs := range consumers {
-			cs.closeByBroker()
+			cs.closeByBrokerKeep(true)
 		}
 	})
 	return nil

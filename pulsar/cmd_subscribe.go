@@ -327,6 +327,7 @@ func (s *subscription) rewind() {
 	s.replay = map[int64]*replayItem{}
 	s.replaySlots = map[int]int{}
 	s.slotPending = map[int]*slotState{}
+	s.delayed.reset() // re-indexed as the entries are read again
 	s.readPos = s.cursor.AckedBelow()
 }
 
@@ -378,23 +379,42 @@ func (c *consumer) sendActive(active bool) {
 
 // detach removes the consumer from its subscription (and the reader
 // subscription with its last consumer).
-func (c *consumer) detach() {
+func (c *consumer) detach() { c.detachKeep(false) }
+
+// detachKeep detaches the consumer; with keep a reader's (non-durable)
+// subscription stays for the client's reconnect, as Pulsar keeps it after
+// a seek (its cursor was just repositioned; a new subscription would start
+// at the reader's original start id). Unused, it goes after
+// keptReaderTTL.
+func (c *consumer) detachKeep(keep bool) {
 	c.detachOnce.Do(func() {
 		s := c.sub
 		s.call(func() { s.removeConsumer(c) })
-		s.t.dropIfUnused(s)
+		if !keep {
+			s.t.dropIfUnused(s)
+			return
+		}
+		time.AfterFunc(keptReaderTTL, func() { s.t.dropIfUnused(s) })
 	})
 }
 
+// keptReaderTTL is how long a reader's subscription kept after a seek waits
+// for the reader to come back.
+const keptReaderTTL = time.Minute
+
 // closeByBroker tells the client its consumer is closed (it reconnects and
 // subscribes again) and detaches it.
-func (c *consumer) closeByBroker() {
+func (c *consumer) closeByBroker() { c.closeByBrokerKeep(false) }
+
+// closeByBrokerKeep is closeByBroker; with keep a reader's subscription
+// stays (see detachKeep).
+func (c *consumer) closeByBrokerKeep(keep bool) {
 	c.c.mu.Lock()
 	if c.c.consumers[c.id] == c {
 		delete(c.c.consumers, c.id)
 	}
 	c.c.mu.Unlock()
-	c.detach()
+	c.detachKeep(keep)
 	c.c.sendCommand(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{
 		ConsumerId: proto.Uint64(c.id), RequestId: proto.Uint64(0)}})
 }

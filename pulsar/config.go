@@ -84,6 +84,16 @@ type Config struct {
 	// subscription — Kafka clients reading Pulsar topics (KoP) expect
 	// history to stay.
 	DefaultRetention *managedledger.RetentionPolicies
+	// DisableDelayedDelivery delivers messages with deliver_at_time at once
+	// (Pulsar's delayedDeliveryEnabled=false).
+	DisableDelayedDelivery bool
+	// DelayedDeliveryTick is the delayed-delivery resolution: a message due
+	// within it of now is delivered at once (Pulsar's
+	// delayedDeliveryTickTimeMillis, non-strict; default 1s).
+	DelayedDeliveryTick time.Duration
+	// MaxDelayedEntries bounds the delayed entries a subscription indexes
+	// before it stops reading ahead (default 100000).
+	MaxDelayedEntries int
 	// BacklogQuotaCheckInterval is how often loaded topics are checked
 	// against their backlog quotas (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds; default 60s).
@@ -116,6 +126,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplayEntries <= 0 {
 		c.MaxReplayEntries = 5000
+	}
+	if c.DelayedDeliveryTick <= 0 {
+		c.DelayedDeliveryTick = time.Second
+	}
+	if c.MaxDelayedEntries <= 0 {
+		c.MaxDelayedEntries = 100000
 	}
 	if c.BacklogQuotaCheckInterval <= 0 {
 		c.BacklogQuotaCheckInterval = time.Minute

@@ -36,6 +36,11 @@
 //	DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}
 //	DELETE /admin/v2/schemas/{tenant}/{ns}/{topic}/schema
 //
+// More paths (retention, backlog quotas, internal stats, unload, skip,
+// reset by message id, expiry, dedup policies) are listed in
+// http_policies.go and http_topics.go; subscription paths on a
+// partitioned topic apply to all partitions.
+//
 // Errors answer {"reason": "..."} with Pulsar's status codes (404 missing,
 // 409 exists / not empty, 412 invalid name or clients still connected).
 
@@ -99,15 +104,16 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.updatePartitions)
 	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.deletePartitioned)
 	a.registerPolicies(mux)
+	a.registerTopicRoutes(mux)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats", a.topicStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats", a.partitionedStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.listSubscriptions)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId", a.lastMessageID)
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate", a.terminate)
-	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all", a.skipAll)
-	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.resetCursorByTime)
-	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.createSubscription)
-	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.deleteSubscription)
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all", a.perPartition(a.skipAll))
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.perPartition(a.resetCursorByTime))
+	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.perPartition(a.createSubscription))
+	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.perPartition(a.deleteSubscription))
 	a.registerPermissionRoutes(mux)
 	return mux
 }
@@ -345,6 +351,7 @@ func (a *httpAPI) setDeduplication(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	a.s.refreshNamespaceDedup(ctx, nsName(r))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -794,7 +801,16 @@ func (a *httpAPI) updatePartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
+	old, err := a.s.ml.PartitionCount(ctx, n)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	if err := a.s.ml.UpdatePartitions(ctx, n, cnt); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := a.s.createSubscriptionsOnNewPartitions(ctx, n, old, cnt); err != nil {
 		writeErr(w, err)
 		return
 	}

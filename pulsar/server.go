@@ -475,9 +475,13 @@ func (s *Server) removeConn(c *conn) {
 // autoCreate reports whether the broker creates unknown topics.
 func (s *Server) autoCreate() bool { return !s.cfg.DisableAutoTopicCreation }
 
-// dedupEnabled reports whether deduplication is on for a namespace.
-func (s *Server) dedupEnabled(ctx context.Context, namespace string) bool {
-	p, err := s.ml.GetNamespace(ctx, namespace)
+// dedupEnabled reports whether deduplication is on for a topic: its
+// topic policy, else its namespace's, else the broker default.
+func (s *Server) dedupEnabled(ctx context.Context, topic managedledger.TopicName) bool {
+	if tp, err := s.ml.GetTopicPolicies(ctx, topic); err == nil && tp.Deduplication != nil {
+		return *tp.Deduplication
+	}
+	p, err := s.ml.GetNamespace(ctx, topic.NamespaceName())
 	if err == nil && p.Deduplication != nil {
 		return *p.Deduplication
 	}

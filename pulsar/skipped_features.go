@@ -16,8 +16,6 @@ package pulsar
 //     message is stored, the ack applied). Needs a transaction coordinator.
 //   - WATCH_TOPIC_LIST: not served and not advertised (Java clients fall back
 //     to polling GET_TOPICS_OF_NAMESPACE).
-//   - Delayed delivery (deliver_at_time): messages are delivered at once.
-//     Needs a per-subscription delay index.
 //   - Message chunking: chunks are stored and dispatched as ordinary entries
 //     (clients reassemble); no broker-side chunk validation.
 //   - Compaction and read_compacted: no compacted view exists.

@@ -55,11 +55,13 @@ type subscription struct {
 	active       *consumer // Failover
 	notify       <-chan struct{}
 	retryAt      time.Time
+	delayed      delayedIndex // entries held back until their deliver_at_time (delayed.go)
 }
 
 type replayItem struct {
 	e    *managedledger.Entry // nil: read again from storage
 	slot int                  // -1: unknown until read
+	due  bool                 // a delayed entry whose time has come
 }
 
 type slotState struct {
@@ -154,8 +156,12 @@ func (s *subscription) run() {
 		}
 		var timer *time.Timer
 		var timerC <-chan time.Time
-		if !s.retryAt.IsZero() {
-			timer = time.NewTimer(time.Until(s.retryAt))
+		wake := s.retryAt
+		if next := s.delayed.next(); !next.IsZero() && (wake.IsZero() || next.Before(wake)) {
+			wake = next
+		}
+		if !wake.IsZero() {
+			timer = time.NewTimer(time.Until(wake))
 			timerC = timer.C
 		}
 		notify := s.notify
@@ -167,7 +173,9 @@ func (s *subscription) run() {
 			fn()
 		case <-notify:
 		case <-timerC:
-			s.retryAt = time.Time{}
+			if !s.retryAt.After(time.Now()) {
+				s.retryAt = time.Time{}
+			}
 		case <-s.stopCh:
 			return
 		}
@@ -199,8 +207,9 @@ func (s *subscription) eligible(c *consumer) bool {
 
 // dispatch delivers what it can; true if it made progress.
 func (s *subscription) dispatch() bool {
+	released := s.releaseDue()
 	if !s.canReceive() || !s.retryAt.IsZero() {
-		return false
+		return released
 	}
 	ctx, cancel := context.WithTimeout(s.t.s.ctx, 10*time.Second)
 	defer cancel()
@@ -210,11 +219,12 @@ func (s *subscription) dispatch() bool {
 		return false
 	}
 	s.notify = ch
-	progressed := false
+	progressed := released
 	if len(s.replay) > 0 {
-		progressed = s.dispatchReplay(ctx)
+		progressed = s.dispatchReplay(ctx) || progressed
 	}
-	if len(s.replay) >= s.t.s.cfg.MaxReplayEntries || s.readPos >= end || !s.canReceive() {
+	if len(s.replay) >= s.t.s.cfg.MaxReplayEntries || s.delayed.size() >= s.t.s.cfg.MaxDelayedEntries ||
+		s.readPos >= end || !s.canReceive() {
 		return progressed
 	}
 	entries, next, err := s.t.ledger.Read(ctx, s.readPos, s.t.s.cfg.DispatchBatch, 4<<20)
@@ -231,6 +241,11 @@ func (s *subscription) dispatch() bool {
 		pl, ok := s.parse(e)
 		if !ok {
 			s.readPos = e.End()
+			continue
+		}
+		if s.holdDelayed(e.Offset, pl.Metadata.GetDeliverAtTime()) {
+			s.readPos = e.End()
+			progressed = true
 			continue
 		}
 		c := s.choose(pl)

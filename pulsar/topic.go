@@ -135,7 +135,7 @@ func (t *topic) prepareWriter(ctx context.Context) error {
 	t.settledThrough = end
 	t.writerGen++
 	t.issued, t.prefix, t.settled, t.snapBlocked = 0, 0, map[uint64]int64{}, false
-	t.dedup = t.s.dedupEnabled(ctx, t.name.NamespaceName())
+	t.dedup = t.s.dedupEnabled(ctx, t.name)
 	if t.dedup {
 		if err := t.loadDedupLocked(ctx, start, end); err != nil {
 			return err
@@ -303,6 +303,50 @@ func (t *topic) appendSettled(tk appendTicket, producer string, lastSeq int64, r
 		ctx, cancel := context.WithTimeout(t.s.ctx, 5*time.Second)
 		t.snapshotDedupLocked(ctx)
 		cancel()
+	}
+}
+
+// refreshDedup applies a changed deduplication policy to the loaded topic:
+// turning it on rebuilds the producers' last sequence ids first.
+func (t *topic) refreshDedup(ctx context.Context) error {
+	want := t.s.dedupEnabled(ctx, t.name)
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	if want == t.dedup {
+		return nil
+	}
+	if want && t.writerReady {
+		start, end, err := t.ledger.Bounds(ctx)
+		if err != nil {
+			return err
+		}
+		if err := t.loadDedupLocked(ctx, start, end); err != nil {
+			return err
+		}
+	}
+	t.dedup = want
+	return nil
+}
+
+// refreshDedup applies a topic's changed policy to its loaded partitions.
+func (s *Server) refreshDedup(ctx context.Context, base managedledger.TopicName) {
+	for _, t := range s.loadedTopics() {
+		if t.name.Base() == base {
+			if err := t.refreshDedup(ctx); err != nil {
+				s.log.Warn("pulsar deduplication policy not applied", "topic", t.name.String(), "err", err)
+			}
+		}
+	}
+}
+
+// refreshNamespaceDedup applies a namespace's changed policy.
+func (s *Server) refreshNamespaceDedup(ctx context.Context, ns string) {
+	for _, t := range s.loadedTopics() {
+		if t.name.NamespaceName() == ns {
+			if err := t.refreshDedup(ctx); err != nil {
+				s.log.Warn("pulsar deduplication policy not applied", "topic", t.name.String(), "err", err)
+			}
+		}
 	}
 }
 
