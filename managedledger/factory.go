@@ -412,7 +412,7 @@ type BacklogQuota struct {
 type TopicPolicies struct {
 	Deduplication *bool                   `json:"deduplicationEnabled,omitempty"`
 	Retention     *RetentionPolicies      `json:"retention_policies,omitempty"`
-	BacklogQuota map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
+	BacklogQuota  map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
 }
 
 // GetTopicPolicies reads a topic's policies (zero when none are set).
