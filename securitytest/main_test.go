@@ -4,8 +4,10 @@
 // plaintext loopback ones, certificates from a throwaway CA
 // (internal/testenv/certs) reloaded on SIGHUP, Kafka SASL (PLAIN,
 // SCRAM-SHA-256/512, OAUTHBEARER with JWTs from a test key) with KIP-368
-// re-authentication. One server serves the whole package (CI budget);
-// tests use unique topic names.
+// re-authentication, Kafka ACLs (the test principals get base ACLs; eve and
+// erin get none or their own), Pulsar token and client-certificate
+// authentication with authorization, and admin API authentication. One
+// server serves the whole package (CI budget); tests use unique names.
 //
 // It holds tests only and must never be imported.
 package securitytest

@@ -58,6 +58,9 @@ type Workload struct {
 	Compression string
 	Duration    time.Duration
 	Warmup      time.Duration
+	// ClientOpts are added to every franz-go client of the run (TLS, SASL:
+	// kgo.DialTLSConfig, kgo.SASL).
+	ClientOpts []kgo.Opt `json:"-"`
 }
 
 func (w *Workload) defaults() {
@@ -193,7 +196,7 @@ func Run(ctx context.Context, w Workload) (Result, error) {
 	for i := range topics {
 		topics[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(w.Bootstrap))
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.Bootstrap)}, w.ClientOpts...)...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -226,14 +229,14 @@ func Run(ctx context.Context, w Workload) (Result, error) {
 	group := prefix + "-group"
 	ready := make(chan struct{}, w.Consumers)
 	for i := 0; i < w.Consumers; i++ {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(w.Bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...),
+		cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.ClientOpts...), kgo.SeedBrokers(w.Bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(100*time.Millisecond),
 			kgo.DisableAutoCommit(), kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
 				select {
 				case ready <- struct{}{}:
 				default:
 				}
-			}))
+			}))...)
 		if err != nil {
 			return Result{}, err
 		}
@@ -268,9 +271,9 @@ func Run(ctx context.Context, w Workload) (Result, error) {
 	var pwg sync.WaitGroup
 	perProducer := w.ProduceRate / float64(w.Producers)
 	for i := 0; i < w.Producers; i++ {
-		opts := []kgo.Opt{kgo.SeedBrokers(w.Bootstrap), acks, compressionOpt(w.Compression),
+		opts := append(append([]kgo.Opt(nil), w.ClientOpts...), kgo.SeedBrokers(w.Bootstrap), acks, compressionOpt(w.Compression),
 			kgo.ProducerLinger(w.Linger), kgo.ProducerBatchMaxBytes(w.BatchMaxBytes),
-			kgo.MaxBufferedRecords(100_000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}
+			kgo.MaxBufferedRecords(100_000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 		if !idem {
 			opts = append(opts, kgo.DisableIdempotentWrite())
 		}

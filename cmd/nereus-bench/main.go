@@ -7,12 +7,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/nereusstream/nereus-go/bench/kafkabench"
 	"github.com/nereusstream/nereus-go/kafka/kafkatest"
@@ -36,7 +43,17 @@ func main() {
 	flag.DurationVar(&w.Warmup, "warmup", 5*time.Second, "warm-up before measuring")
 	flag.BoolVar(&asJSON, "json", false, "print one JSON result line after the report")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (client and any in-process server) to this file")
+	tlsCA := flag.String("tls-ca-file", "", "connect over TLS, trusting this PEM CA (an SSL or SASL_SSL listener)")
+	saslMech := flag.String("sasl-mechanism", "", "SASL mechanism: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (with --sasl-user)")
+	saslUser := flag.String("sasl-user", "", "SASL user")
+	saslPassFile := flag.String("sasl-password-file", "", "file with the SASL password (or NEREUS_BENCH_SASL_PASSWORD)")
 	flag.Parse()
+	opts, err := securityOpts(*tlsCA, *saslMech, *saslUser, *saslPassFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	w.ClientOpts = opts
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -74,4 +91,42 @@ func main() {
 	if asJSON {
 		fmt.Println("RESULT " + res.JSON())
 	}
+}
+
+// securityOpts builds the TLS and SASL client options of the flags.
+func securityOpts(caFile, mech, user, passFile string) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca-file %s holds no PEM certificate", caFile)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	if mech == "" {
+		return opts, nil
+	}
+	pass := os.Getenv("NEREUS_BENCH_SASL_PASSWORD")
+	if passFile != "" {
+		b, err := os.ReadFile(passFile)
+		if err != nil {
+			return nil, err
+		}
+		pass = strings.TrimSpace(string(b))
+	}
+	switch strings.ToUpper(mech) {
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+	default:
+		return nil, fmt.Errorf("--sasl-mechanism %q: want SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", mech)
+	}
+	return opts, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/nereusstream/nereus-go/internal/authtoken"
 	"github.com/nereusstream/nereus-go/server"
 )
 
@@ -112,5 +113,24 @@ func TestCLITokenFile(t *testing.T) {
 	c.ok("", "stream", "create", "secured", "--token-file", filepath.Join(dir, "token"))
 	if out := c.ok("", "stream", "list", "--token-file", filepath.Join(dir, "token")); !strings.Contains(out, "secured") {
 		t.Fatalf("list: %q", out)
+	}
+}
+
+// TestTokenCommands: create-secret-key and create make a token the
+// server's validator accepts.
+func TestTokenCommands(t *testing.T) {
+	c := &cli{t: t}
+	c.sigCtx, c.sigCancel = context.WithCancel(context.Background())
+	t.Cleanup(c.sigCancel)
+	key := filepath.Join(t.TempDir(), "secret.key")
+	c.ok("", "token", "create-secret-key", "--output", key)
+	c.fails("exists", "", "token", "create-secret-key", "--output", key)
+	tok := strings.TrimSpace(c.ok("", "token", "create", "--secret-key-file", key, "--subject", "app", "--expiry", "1h"))
+	v, err := authtoken.New(authtoken.Config{SecretKeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := v.Validate(tok, time.Now()); err != nil || claims.Role != "app" || claims.ExpiresAt.IsZero() {
+		t.Fatalf("token: %+v %v", claims, err)
 	}
 }

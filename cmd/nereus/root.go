@@ -61,7 +61,7 @@ on a running server with "nereus stream ...".`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newServeCmd(e), newStreamCmd(e), newClusterCmd(e), newKafkaCmd(e), newGCCmd(e), newBenchCmd(e), newVersionCmd())
+	root.AddCommand(newServeCmd(e), newStreamCmd(e), newClusterCmd(e), newKafkaCmd(e), newTokenCmd(), newGCCmd(e), newBenchCmd(e), newVersionCmd())
 	return root
 }
 

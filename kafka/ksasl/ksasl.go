@@ -365,8 +365,11 @@ func (s *scramExchange) final(m string) ([]byte, bool, error) {
 	if attrs[0][2:] != base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, true, authErr("SCRAM channel binding does not match the first message")
 	}
-	if attrs[1][2:] != s.nonce {
-		return nil, true, authErr("SCRAM nonce does not match")
+	// Kafka's ScramSaslServer accepts a final nonce that ends with the
+	// combined nonce: librdkafka sends its client nonce once more in front
+	// of it. The random server part must be there either way (no replay).
+	if !strings.HasSuffix(attrs[1][2:], s.nonce) {
+		return nil, true, authErr("Invalid client nonce in the final client message.")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
 	if err != nil || len(proof) != s.h().Size() {

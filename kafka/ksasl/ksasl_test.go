@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +243,55 @@ func mustB64(s string) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestScramLibrdkafkaNonce: librdkafka sends its client nonce again in
+// front of the combined nonce in the final message; Kafka accepts that
+// (the final nonce must end with the combined one), and so do we. A final
+// nonce without the server part is refused.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	db := newDB(t)
+	final := func(nonceOf func(cnonce, combined string) string) error {
+		ex, _ := New(ScramSHA256, db.lookup, nil)
+		const cnonce = "rdkafka-client-nonce"
+		bare := "n=alice,r=" + cnonce
+		sf, _, err := ex.Step([]byte("n,," + bare))
+		if err != nil {
+			return err
+		}
+		var combined, saltB64 string
+		var iters int
+		for _, a := range strings.Split(string(sf), ",") {
+			switch {
+			case strings.HasPrefix(a, "r="):
+				combined = a[2:]
+			case strings.HasPrefix(a, "s="):
+				saltB64 = a[2:]
+			case strings.HasPrefix(a, "i="):
+				fmt.Sscan(a[2:], &iters)
+			}
+		}
+		withoutProof := "c=biws,r=" + nonceOf(cnonce, combined)
+		sp, _ := SaltPassword(ScramSHA256, "alice-secret", mustB64(saltB64), iters)
+		h := hashOf(ScramSHA256)
+		clientKey := mac(h, sp, []byte("Client Key"))
+		st := h()
+		st.Write(clientKey)
+		sig := mac(h, st.Sum(nil), []byte(bare+","+string(sf)+","+withoutProof))
+		proof := make([]byte, len(clientKey))
+		for i := range proof {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		_, _, err = ex.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		return err
+	}
+	if err := final(func(_, combined string) string { return combined }); err != nil {
+		t.Fatalf("RFC client: %v", err)
+	}
+	if err := final(func(c, combined string) string { return c + combined }); err != nil {
+		t.Fatalf("librdkafka client: %v", err)
+	}
+	if err := final(func(c, _ string) string { return c }); err == nil {
+		t.Fatal("a final nonce without the server nonce was accepted")
+	}
 }
