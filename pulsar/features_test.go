@@ -342,7 +342,9 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 	b := &broker{URL: "pulsar://" + ts.PulsarAddr(), HTTPURL: ts.URL(), external: true, proc: ts}
 	c := b.client(t)
 	topic := newTopic("delayed-restart")
-	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	// Acks with receipts: the ack of "now" is persisted before the kill,
+	// so "now" is not redelivered after it.
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, AckWithResponse: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +360,8 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 	}
 	if m := recvN(t, cons, 1, 30*time.Second)[0]; string(m.Payload()) != "now" {
 		t.Fatalf("got %q first", m.Payload())
-	} else {
-		cons.Ack(m)
+	} else if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
 	}
 	ts.Kill()
 	ts.Restart()
