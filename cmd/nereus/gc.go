@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -33,11 +34,24 @@ The server is --server, or NEREUS_SERVER, or ` + defaultServer + `.`,
 }
 
 func newGCStatusCmd(e env, o *streamOpts) *cobra.Command {
+	return newGCReportCmd(e, o, "status", "Show the last GC pass: what is pending and why, and recent deletions", true,
+		func(ctx context.Context, c *adminapi.Client) (adminapi.GCStatus, error) { return c.GCStatus(ctx) })
+}
+
+func newGCRunCmd(e env, o *streamOpts) *cobra.Command {
+	return newGCReportCmd(e, o, "run", "Run one GC pass now and show its report", false,
+		func(ctx context.Context, c *adminapi.Client) (adminapi.GCStatus, error) { return c.RunGC(ctx) })
+}
+
+// newGCReportCmd builds a subcommand that fetches a GC report with get and
+// prints it as text or JSON; withLimit adds --limit (otherwise 20 rows).
+func newGCReportCmd(e env, o *streamOpts, use, short string, withLimit bool,
+	get func(context.Context, *adminapi.Client) (adminapi.GCStatus, error)) *cobra.Command {
 	var format string
-	var limit int
+	limit := 20
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show the last GC pass: what is pending and why, and recent deletions",
+		Use:   use,
+		Short: short,
 		Args:  argsWithHelp(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -49,7 +63,7 @@ func newGCStatusCmd(e env, o *streamOpts) *cobra.Command {
 			}
 			ctx, cancel := o.reqCtx(cmd.Context(), 0)
 			defer cancel()
-			st, err := c.GCStatus(ctx)
+			st, err := get(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -61,38 +75,9 @@ func newGCStatusCmd(e env, o *streamOpts) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
-	cmd.Flags().IntVar(&limit, "limit", 20, "pending units and recent deletions to show")
-	return cmd
-}
-
-func newGCRunCmd(e env, o *streamOpts) *cobra.Command {
-	var format string
-	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run one GC pass now and show its report",
-		Args:  argsWithHelp(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			st, err := c.RunGC(ctx)
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(e.stdout, st)
-			}
-			printGCStatus(e.stdout, st, 20)
-			return nil
-		},
+	if withLimit {
+		cmd.Flags().IntVar(&limit, "limit", 20, "pending units and recent deletions to show")
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	return cmd
 }
 
