@@ -231,15 +231,26 @@ func TestRolloverNeverSplitsARun(t *testing.T) {
 	}
 	// Every entry of a run is in one ledger: its frame names index/count,
 	// and the provider read it back through one target per run; and every
-	// ledger but the current one is sealed.
+	// ledger but the current one is sealed. Sealing is asynchronous (a
+	// rollover hands the old ledger to a goroutine that closes it, bounded
+	// by OpTimeout), so a seal may still be in flight when the last append
+	// returns: under load this check used to see 2 open ledgers (made
+	// certain by delaying the seal goroutine by 300 ms: "6 open ledgers").
+	// It waits, boundedly, for the seals to land.
 	open := 0
-	for _, md := range ls {
-		if md.State != meta.StateClosed {
-			open++
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		open = 0
+		for _, md := range f.ledgersOf(t, info.ID) {
+			if md.State != meta.StateClosed {
+				open++
+			}
+		}
+		if open <= 1 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if open != 1 {
-		t.Fatalf("%d open ledgers, want 1", open)
+		t.Fatalf("%d open ledgers 30s after the last append, want 1", open)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
