@@ -41,7 +41,7 @@ func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.C
 		}
 		if running.CompareAndSwap(false, true) && !c.goBackground(func() {
 			defer running.Store(false)
-			ctx, cancel := context.WithTimeout(c.ctx, max(4*d, 30*time.Second))
+			ctx, cancel := c.rt.withTimeout(c.ctx, max(4*d, 30*time.Second))
 			defer cancel()
 			fn(ctx)
 		}) {

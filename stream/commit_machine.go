@@ -786,7 +786,10 @@ func (m *commitMachine) releaseGenWaiters() {
 	}
 	keep := m.genWaiters[:0]
 	for _, op := range m.genWaiters {
-		if op.run.End() <= m.head.GenThrough {
+		// A range retention trimmed before it was materialized needs no
+		// generation: it was committed, and is gone by policy (waiting
+		// for a generation that will never cover it hung the append).
+		if op.run.End() <= max(m.head.GenThrough, m.head.Start) {
 			m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 		} else {
 			keep = append(keep, op)

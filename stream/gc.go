@@ -104,7 +104,11 @@ func (c *Core) judgeRuns(ctx context.Context, runs []provider.RunRef) ([]provide
 			continue
 		}
 		h := v.h
-		if r.End <= max(h.Start, h.GenThrough) {
+		frontier := max(h.Start, h.GenThrough)
+		if plantedBug == bugGCRetiresUnmaterialized && c.materializes(h.Profile) && r.Committed {
+			frontier = max(frontier, r.End)
+		}
+		if r.End <= frontier {
 			if !v.protLoaded {
 				p, err := c.protectionsOf(ctx, h.ID)
 				if err != nil {

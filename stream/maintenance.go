@@ -54,7 +54,7 @@ func (c *Core) maintenanceTick() {
 	c.lastRetention = now
 	if !c.goBackground(func() {
 		defer c.retentionRunning.Store(false)
-		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RetentionInterval)
+		rctx, cancel := c.rt.withTimeout(c.ctx, c.cfg.RetentionInterval)
 		defer cancel()
 		if err := c.retentionPass(rctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("retention pass failed", "err", err)

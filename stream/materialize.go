@@ -2,9 +2,11 @@ package stream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -184,7 +186,7 @@ func (m *materializer) done(id ID) {
 // then move published descriptors from GenPending to the index.
 func (m *materializer) run(ctx context.Context, id ID, indexOnly bool) error {
 	c := m.c
-	tctx, cancel := context.WithTimeout(ctx, taskTimeout(c.cfg.Lifecycle))
+	tctx, cancel := c.rt.withTimeout(ctx, taskTimeout(c.cfg.Lifecycle))
 	defer cancel()
 	if !indexOnly {
 		if err := m.build(tctx, id); err != nil {
@@ -224,37 +226,53 @@ func (m *materializer) build(ctx context.Context, id ID) error {
 		limit = 1 << 62 // everything committed: appends wait for it
 	}
 	gen := max(h.NextGen, 1)
-	b := generation.NewBuilder(uint64(id), gen, from, generation.BuilderOptions{})
-	lineageOf, cum, err := c.readForGeneration(ctx, h, from, limit, b)
+	// The builder starts at the first entry read: a trim may have cut
+	// inside a multi-record entry, which then starts below `from`.
+	var b *generation.Builder
+	mk := func(start int64) *generation.Builder {
+		b = generation.NewBuilder(uint64(id), gen, start, generation.BuilderOptions{})
+		return b
+	}
+	lineageOf, cum, err := c.readForGeneration(ctx, h, from, limit, mk)
 	if err != nil {
 		return err
 	}
-	if b.Entries() == 0 {
+	if b == nil || b.Entries() == 0 {
 		return nil
 	}
 	obj, info, err := b.Finish()
 	if err != nil {
 		return err
 	}
-	key := genObjectKey(id, gen, info.Start, info.End, randomUint64())
-	if err := c.putGeneration(ctx, key, obj, info); err != nil {
+	key := genObjectKey(id, gen, info.Start, info.End, c.rt.random())
+	if plantedBug == bugPublishBeforeDurable {
+		c.rt.goFunc(func() { _ = c.putGeneration(context.WithoutCancel(ctx), key, obj, info) })
+	} else if err := c.putGeneration(ctx, key, obj, info); err != nil {
 		c.markOrphanSweep(id)
 		return err
 	}
 	t := genTarget{Key: key, Info: info}
 	d := genDescriptor(t, cum, lineageOf)
+	// tries and refused let the failure path below tell "definitely not
+	// published" (the only attempt was refused by the mutation itself)
+	// from "maybe published".
+	tries := 0
+	var refused error
 	_, err = c.mutate(ctx, id, func(h *head) (bool, error) {
+		tries++
 		for _, p := range h.GenPending {
 			if bytes.Equal(p.Parts[0].Target, d.Parts[0].Target) {
 				return false, nil // our own publication applied already
 			}
 		}
 		if h.State != StateActive && h.State != StateSealed {
-			return false, fmt.Errorf("%w: %v", ErrStreamNotFound, id)
+			refused = fmt.Errorf("%w: %v", ErrStreamNotFound, id)
+			return false, refused
 		}
 		frontier := max(h.GenThrough, h.Start)
 		if d.Start > frontier || d.End <= frontier || d.End > h.End || gen < h.NextGen {
-			return false, fmt.Errorf("%w: generation [%d, %d) no longer extends the frontier %d", errGenerationStale, d.Start, d.End, frontier)
+			refused = fmt.Errorf("%w: generation [%d, %d) no longer extends the frontier %d", errGenerationStale, d.Start, d.End, frontier)
+			return false, refused
 		}
 		h.GenPending = append(h.GenPending, d)
 		h.GenThrough, h.GenCumBytes, h.NextGen = d.End, d.CumBytes, gen+1
@@ -266,6 +284,21 @@ func (m *materializer) build(ctx context.Context, id ID) error {
 		// Maybe published: keep the object; the orphan sweep decides
 		// from the head later.
 		c.markOrphanSweep(id)
+		return err
+	case tries != 1 || refused == nil || !errors.Is(err, refused):
+		// Maybe published. An attempt's CAS may have applied although its
+		// caller was told otherwise: an owner that loses the stream while
+		// a mutation-only CAS is unsettled reports errOwnerGone whatever
+		// the outcome, and c.mutate then retries directly; an unknown
+		// outcome is retried the same way. The descriptor may since have
+		// left GenPending (indexed, or retired), so neither a later
+		// attempt's head nor a failed read proves the object
+		// unpublished. The orphan sweep decides from the head, the index
+		// and the journal, after the grace period.
+		c.markOrphanSweep(id)
+		if errors.Is(err, errGenerationStale) {
+			return nil
+		}
 		return err
 	default:
 		// Definitely not published: the object is garbage.
@@ -292,10 +325,28 @@ var errGenerationStale = errors.New("nereus/stream: generation is stale")
 // returns the lineage of the commits they came from and the cumulative
 // payload size at the end. Cutting only at descriptor ends keeps that size
 // exact (it is the last descriptor's CumBytes).
-func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64, b *generation.Builder) ([]lineage, int64, error) {
+//
+// The first entry may start below from (a trim inside a multi-record
+// entry); the builder is made by mk at the first entry's offset.
+func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64, mk func(start int64) *generation.Builder) ([]lineage, int64, error) {
 	var lin []lineage
 	var cum, size int64
 	next := from
+	var b *generation.Builder
+	// takes reports whether entry [off, off+n) is the next one to add:
+	// it starts at next, or it is the first and covers next.
+	takes := func(off int64, n uint32) bool {
+		if off == next {
+			return true
+		}
+		return b == nil && off < next && next < off+int64(n)
+	}
+	add := func(e generation.Entry) error {
+		if b == nil {
+			b = mk(e.Offset)
+		}
+		return b.Add(e)
+	}
 	for next < h.End && size < limit {
 		runs, err := c.runsFrom(ctx, h, next, 8)
 		if err != nil {
@@ -323,10 +374,10 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 					if e.Offset+int64(e.RecordCount) <= next {
 						continue
 					}
-					if e.Offset != next {
+					if !takes(e.Offset, e.RecordCount) {
 						break
 					}
-					if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+					if err := add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
 						return nil, 0, err
 					}
 					next = e.Offset + int64(e.RecordCount)
@@ -355,10 +406,10 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 						if e.Offset+int64(e.RecordCount) <= next {
 							continue
 						}
-						if e.Offset != next {
+						if !takes(e.Offset, e.RecordCount) {
 							return nil, 0, fmt.Errorf("%w: entry at %d of %v, expected %d", ErrCorrupt, e.Offset, h.ID, next)
 						}
-						if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+						if err := add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
 							return nil, 0, err
 						}
 						next = e.Offset + int64(e.RecordCount)
@@ -490,6 +541,9 @@ func (c *Core) scheduleMaterialization(ctx context.Context) {
 		owners = append(owners, o)
 	}
 	c.mu.Unlock()
+	// In stream order, so a simulated run plans (and starts tasks) in the
+	// same order every time.
+	slices.SortFunc(owners, func(a, b *owner) int { return cmp.Compare(a.id, b.id) })
 	var lag, oldest int64
 	now := c.rt.now()
 	for _, o := range owners {

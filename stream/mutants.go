@@ -37,11 +37,23 @@ const (
 	// committed" without first fencing its still-current session, so a
 	// commit of that session still in flight can land afterwards.
 	bugRecoverWithoutFence
+	// bugGCRetiresUnmaterialized judges a committed WAL run of a
+	// materialized stream retired once it is committed, as if every
+	// committed range were already in a generation: GC deletes segments
+	// holding unmaterialized runs.
+	bugGCRetiresUnmaterialized
+	// bugPublishBeforeDurable publishes a generation while its object's
+	// PUT is still in flight (not yet durable).
+	bugPublishBeforeDurable
+	// bugGCIgnoresProtections retires sources without consulting reader
+	// protections (slots and durable leases): a lease holder such as a
+	// materialization task loses the bytes it is reading.
+	bugGCIgnoresProtections
 	bugCount
 )
 
 func (b plantedBugKind) String() string {
 	return [...]string{"none", "probe-error-is-not-committed", "ack-before-head-cas", "unknown-is-failure",
 		"unknown-is-applied", "release-unknown", "dedup-not-projected", "sync-ack-before-index",
-		"recover-without-fence"}[b]
+		"recover-without-fence", "gc-retires-unmaterialized", "publish-before-durable", "gc-ignores-protections"}[b]
 }

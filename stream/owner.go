@@ -249,12 +249,10 @@ func (o *owner) mutate(ctx context.Context, m mutation) (*head, error) {
 	if !ok {
 		return nil, errOwnerGone
 	}
-	select {
-	case <-mo.done:
-		return mo.head, mo.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrCommitUnknown, ctx.Err())
+	if err := o.c.rt.await(ctx, mo.done); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 	}
+	return mo.head, mo.err
 }
 
 // drain waits until every admitted append has resolved or ctx ends.

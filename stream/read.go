@@ -87,6 +87,23 @@ func (c *Core) readOnce(ctx context.Context, id ID, from int64, opts ReadOptions
 			err = fmt.Errorf("%w: %v", ErrStreamNotFound, id)
 		}
 	}
+	if fresh && err == nil && c.owner(id) != nil {
+		// An owner learns of a trim or a publication by another process
+		// only at its next commit round; until then its view may route the
+		// read to a source that process's GC has since retired (below the
+		// new start, or below the new generation frontier). A read that
+		// found its source moved therefore resolves through the stored
+		// head, which is never behind the owner's committed view — bounded
+		// by the owner's end, so a reader never sees the end go back
+		// (the stored head may hold a commit whose response the owner
+		// has not seen yet).
+		if sh, _, serr := c.readHead(ctx, id); serr == nil && sh.End >= h.End &&
+			(sh.Start > h.Start || sh.GenThrough > h.GenThrough) {
+			sh.End = h.End
+			sh.Start = min(sh.Start, sh.End)
+			h = sh
+		}
+	}
 	if err != nil {
 		return ReadResult{}, err
 	}

@@ -34,8 +34,16 @@ type runtime interface {
 	// probes; never on the committer's goroutine).
 	scan(ctx context.Context, meta metadata.Store, min, max string, limit int, done func([]metadata.Record, error))
 	// random returns 64 random bits (stream IDs, session tokens,
-	// incarnations).
+	// incarnations, generation object keys).
 	random() uint64
+	// await blocks until ch is closed (nil) or ctx ends (its error): the
+	// one place a background task waits for the commit pipeline (a head
+	// mutation of an owned stream). The simulator parks the waiting task
+	// and runs other events until ch closes.
+	await(ctx context.Context, ch <-chan struct{}) error
+	// withTimeout is context.WithTimeout on the runtime's clock (a
+	// simulated pass's deadline passes in simulated time).
+	withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
 }
 
 type realRuntime struct{ clock func() time.Time }
@@ -67,3 +75,16 @@ func (realRuntime) scan(ctx context.Context, meta metadata.Store, min, max strin
 }
 
 func (realRuntime) random() uint64 { return randomUint64() }
+
+func (realRuntime) await(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (realRuntime) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}

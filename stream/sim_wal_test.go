@@ -18,19 +18,36 @@ type simDisk struct {
 	kind string
 	runs map[uint64]*simRun
 	next uint64
+	// unitRuns is how many runs one physical unit (a segment, a ledger)
+	// holds; runs of one process incarnation fill units in write order.
+	unitRuns int
+	nextUnit uint64
+	// onDelete is called before GC deletes a unit's runs (the invariants).
+	onDelete func(unit uint64, runs []*simRun)
+	// reclaimed counts units physical GC deleted.
+	reclaimed int
+	// units lists, per writer, the units that still hold live runs (in
+	// write order), and unitOf their runs: Reclaim's working set.
+	units  map[string][]uint64
+	unitOf map[uint64][]*simRun
 }
 
 type simRun struct {
-	run      provider.Run
-	writer   string
-	inc      int
-	pending  bool // written, not yet durable (lost if the writer crashes)
-	durable  bool
-	released bool
-	deleted  bool // reclaimed (released as not committed) or never stored
+	run       provider.Run
+	writer    string
+	inc       int
+	pending   bool // written, not yet durable (lost if the writer crashes)
+	durable   bool
+	released  bool
+	committed bool // released (or recovered) as committed
+	deleted   bool // reclaimed (released as not committed, or by GC) or never stored
+	unit      uint64
 }
 
-func newSimDisk(kind string) *simDisk { return &simDisk{kind: kind, runs: map[uint64]*simRun{}} }
+func newSimDisk(kind string, unitRuns int) *simDisk {
+	return &simDisk{kind: kind, runs: map[uint64]*simRun{}, unitRuns: max(unitRuns, 1),
+		units: map[string][]uint64{}, unitOf: map[uint64][]*simRun{}}
+}
 
 var errSimWALFailed = errors.New("sim: WAL write failed")
 
@@ -46,6 +63,11 @@ type simWAL struct {
 	p    *simProc
 	disk *simDisk
 	lane map[uint64]int64 // stream -> time of its last scheduled completion
+	// the unit being filled, and how many runs it holds
+	unit, inUnit uint64
+	// retiredSince: when a pass first found a unit all-retired (this
+	// process's memory, as ReclaimOptions.Grace says).
+	retiredSince map[uint64]time.Time
 }
 
 var _ provider.Provider = (*simWAL)(nil)
@@ -61,7 +83,14 @@ func (s *simWAL) Write(run provider.Run, done func(provider.Target, error)) {
 	id := d.next
 	cp := run
 	cp.Entries = slices.Clone(run.Entries)
-	r := &simRun{run: cp, writer: s.p.name, inc: s.p.inc, pending: true}
+	if s.unit == 0 || s.inUnit >= uint64(d.unitRuns) {
+		d.nextUnit++
+		s.unit, s.inUnit = d.nextUnit, 0
+		d.units[s.p.name] = append(d.units[s.p.name], s.unit)
+	}
+	s.inUnit++
+	r := &simRun{run: cp, writer: s.p.name, inc: s.p.inc, pending: true, unit: s.unit}
+	d.unitOf[s.unit] = append(d.unitOf[s.unit], r)
 	d.runs[id] = r
 	at := max(w.now+int64(w.jitter(w.faults.maxWALLat)), s.lane[run.Stream]+1)
 	s.lane[run.Stream] = at
@@ -117,6 +146,9 @@ func (s *simWAL) lookup(t provider.Target) (*simRun, error) {
 }
 
 func (s *simWAL) Read(ctx context.Context, t provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
+	// A read from a simulated goroutine takes a round trip, during which
+	// anything (a GC pass of another process) may happen.
+	s.p.w.sleepCoro(s.p.w.jitter(s.p.w.faults.maxWALLat))
 	r, err := s.lookup(t)
 	if err != nil {
 		return nil, err
@@ -152,8 +184,8 @@ func (s *simWAL) Recover(ctx context.Context, settle func(context.Context, provi
 		if err != nil {
 			return err
 		}
-		r.released = true
-		r.deleted = !committed
+		r.released, r.committed = true, committed
+		r.deleted = r.deleted || !committed
 	}
 	return nil
 }
@@ -166,12 +198,100 @@ func (s *simWAL) Release(t provider.Target, committed bool) {
 	if r == nil {
 		return
 	}
-	r.released = true
+	r.released, r.committed = true, committed
 	if !committed {
 		r.deleted = true
 	}
 }
 
+var _ provider.Reclaimer = (*simWAL)(nil)
+
+// Reclaim is physical GC over the units this writer's incarnations wrote,
+// with the provider contract's rules: a unit holding a run that is not
+// settled (in flight, or an intent for the next Recover) is kept; the
+// settled live runs are judged; a unit all of whose runs are RunRetired,
+// found so for at least Grace, is deleted whole; a judge error keeps
+// everything.
+func (s *simWAL) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (provider.ReclaimReport, error) {
+	d := s.disk
+	if s.retiredSince == nil {
+		s.retiredSince = map[uint64]time.Time{}
+	}
+	var rep provider.ReclaimReport
+	all := d.units[s.p.name]
+	keep := make([]uint64, 0, len(all))
+	for i, u := range all {
+		runs := d.unitOf[u]
+		var live []*simRun
+		settled := true
+		for _, r := range runs {
+			switch {
+			case r.deleted:
+			case r.pending || !r.released || r.unit == s.unit && s.p.alive && r.inc == s.p.inc && s.inUnit < uint64(d.unitRuns):
+				// In flight, an intent, or the unit is still being filled.
+				settled = false
+			default:
+				live = append(live, r)
+			}
+		}
+		if settled && len(live) == 0 {
+			delete(d.unitOf, u) // nothing left to reclaim
+			continue
+		}
+		keep = append(keep, u)
+		if !settled {
+			continue
+		}
+		rep.Units++
+		refs := make([]provider.RunRef, len(live))
+		for i, r := range live {
+			refs[i] = provider.RunRef{Stream: r.run.Stream, Epoch: r.run.Epoch, Token: r.run.Token, Commit: r.run.Commit,
+				Start: r.run.Start, End: r.run.End(), Committed: r.committed}
+		}
+		verdicts, err := judge(ctx, refs)
+		if err != nil {
+			d.units[s.p.name] = append(keep, all[i+1:]...)
+			return rep, err
+		}
+		retired := true
+		for _, v := range verdicts {
+			retired = retired && v == provider.RunRetired
+		}
+		if !retired {
+			delete(s.retiredSince, u)
+			continue
+		}
+		since, ok := s.retiredSince[u]
+		if !ok {
+			s.retiredSince[u] = opts.Now
+			continue
+		}
+		if opts.Now.Sub(since) < opts.Grace {
+			continue
+		}
+		if d.onDelete != nil {
+			d.onDelete(u, live)
+		}
+		for _, r := range live {
+			r.deleted = true
+		}
+		delete(s.retiredSince, u)
+		d.reclaimed++
+		rep.Deleted++
+		rep.DeletedUnits = append(rep.DeletedUnits, provider.PendingUnit{Unit: fmt.Sprintf("unit %d", u)})
+	}
+	d.units[s.p.name] = keep
+	return rep, nil
+}
+
 func (s *simWAL) Close(ctx context.Context) error { return nil }
 
-var _ = time.Second
+// rawRun returns a run's bytes whether or not they were deleted (the
+// oracle's view), or false if no write ever made them durable.
+func (d *simDisk) rawRun(t provider.Target) (*simRun, bool) {
+	if len(t) != 8 {
+		return nil, false
+	}
+	r := d.runs[binary.BigEndian.Uint64(t)]
+	return r, r != nil && r.durable
+}

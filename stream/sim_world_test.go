@@ -27,6 +27,11 @@ type simWorld struct {
 	trace *strings.Builder // nil unless -sim.trace
 	// faults are the current fault rates (zeroed for the final quiet phase).
 	faults simFaults
+	// coroutines (sim_coro_test.go)
+	current  *simCoro
+	coros    []*simCoro
+	waiters  []*simWaiter
+	watchdog *time.Timer
 }
 
 type simFaults struct {
@@ -114,6 +119,7 @@ func (w *simWorld) step(until int64) bool {
 		e.ran = true
 		w.steps++
 		e.fn()
+		w.wakeWaiters()
 		return true
 	}
 	return false
@@ -157,12 +163,15 @@ func (p *simProc) afterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
-func (p *simProc) goFunc(f func()) { p.w.after(p.w.jitter(50*time.Microsecond), p, f) }
+// goFunc runs f as a simulated goroutine of p (sim_coro_test.go).
+func (p *simProc) goFunc(f func()) { p.w.spawn(p.w.jitter(50*time.Microsecond), p, f) }
 
-// sleep returns at once: blocking paths (Create, AcquireSession, intent
-// settlement, direct mutations) run atomically within one event of the
-// simulation, and their retry loops end because injected faults are drawn
-// afresh on every call.
+// sleep returns at once, on the event loop and in a simulated goroutine
+// alike: retry loops run atomically within one event, and end because
+// injected faults are drawn afresh on every call. (Parking a simulated
+// goroutine here would deadlock: the core sleeps in some retry loops while
+// holding a mutex — a lease's writing lock — that another of its
+// goroutines may take; a parked coroutine never releases it.)
 func (p *simProc) sleep(ctx context.Context, d time.Duration) error { return ctx.Err() }
 
 // batch sends a commit round to the simulated store: the request is applied
@@ -220,17 +229,22 @@ type simMeta struct {
 	// onHeadWrite is called after every applied head write (invariant
 	// checks that need the store's history).
 	onHeadWrite func(key string)
+	// oracle sees every applied write (sim_oracle_test.go).
+	oracle *simOracle
 }
 
 var _ metadata.Store = (*simMeta)(nil)
 
-func newSimMeta(w *simWorld) *simMeta { return &simMeta{w: w, inner: memstore.New()} }
+func newSimMeta(w *simWorld) *simMeta {
+	return &simMeta{w: w, inner: memstore.New(), oracle: newSimOracle()}
+}
 
 func (s *simMeta) unavailable(what string) error {
 	return fmt.Errorf("sim: %s: %w", what, metadata.ErrUnavailable)
 }
 
 func (s *simMeta) afterWrite(ops []metadata.Op, res []metadata.Result, err error) {
+	s.oracle.observeOps(ops, res, err)
 	if s.onHeadWrite == nil || err != nil {
 		return
 	}
@@ -253,6 +267,9 @@ func (s *simMeta) Put(ctx context.Context, key string, value []byte, expected me
 		return 0, s.unavailable("put")
 	}
 	v, err := s.inner.Put(ctx, key, value, expected)
+	if err == nil {
+		s.oracle.observe(key, value)
+	}
 	if err == nil && s.onHeadWrite != nil && strings.HasPrefix(key, headKeyPrefix) {
 		s.onHeadWrite(key)
 	}

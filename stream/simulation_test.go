@@ -21,7 +21,6 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/nereusstream/nereus-go/metadata"
-	objmem "github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -51,18 +50,29 @@ var (
 	simBudget = flag.Duration("sim.budget", 0, "time box for TestSimulation (default 8s; 3s under -race)")
 	simMin    = flag.Int("sim.min", 0, "fail unless at least this many seeds ran")
 	simTrace  = flag.Bool("sim.trace", false, "print the event trace of a replayed or failing seed")
+	simLife   = flag.String("sim.lifecycle", "mixed", "which seeds run materialization, retention and GC: mixed (a third), on, off")
+	simMutant = flag.String("sim.mutant", "", "TestSimulationCatchesPlantedBugs: only this planted bug (by name); -sim.seed replays a seed with it")
 )
 
 // simProfiles are the profiles the core supports today.
-var simProfiles = []Profile{ObjectWALAsyncObject, ObjectWALSyncObject, BookKeeperWALOnly, BookKeeperWALAsyncObject}
+var simProfiles = []Profile{ObjectWALAsyncObject, ObjectWALSyncObject, BookKeeperWALOnly, BookKeeperWALAsyncObject, BookKeeperWALSyncObject}
 
 type simHarness struct {
-	w       *simWorld
-	meta    *simMeta
-	disks   map[string]*simDisk
-	brokers []*simProc // current incarnation per broker
-	streams []*simStream
-	pending []*simPending
+	w     *simWorld
+	meta  *simMeta
+	disks map[string]*simDisk
+	objs  *simObjects
+	lc    LifecycleConfig // this seed's materialization, retention and GC settings
+	// lifecycle is true for a third of the seeds (materialization,
+	// retention and GC run; such a seed costs about four times as much);
+	// the others run the commit pipeline alone, so its rarer paths
+	// (settling an unknown outcome through the offset index) keep their
+	// share within CI's time box.
+	lifecycle bool
+	retain    time.Duration // this seed's retention pass interval
+	brokers   []*simProc    // current incarnation per broker
+	streams   []*simStream
+	pending   []*simPending
 
 	clock                int64
 	appendOps            []porcupine.Operation // in both histories
@@ -75,6 +85,9 @@ type simHarness struct {
 
 type simStats struct {
 	appends, acks, unknowns, failed, crashes, takeovers, trims, reads int
+	// lifecycle: generations published, WAL units and generation objects
+	// GC deleted, trims by retention
+	generations, unitsDeleted, objectsDeleted, retentionTrims int
 }
 
 type simStream struct {
@@ -141,12 +154,12 @@ func (h *simHarness) startBroker(b int, inc int) *simProc {
 	ow := &simWAL{p: p, disk: h.disks["objectwal"], lane: map[uint64]int64{}}
 	bk := &simWAL{p: p, disk: h.disks["bookkeeper"], lane: map[uint64]int64{}}
 	p.wals = []*simWAL{ow, bk}
-	// Materialization and GC are not simulated yet: the object store only
-	// lets the *_OBJECT BookKeeper profile be created.
+	// The real materializer, retention and GC run on every broker, on the
+	// shared simulated object store, as simulated goroutines.
 	c, err := Open(simCtx, Config{Metadata: h.meta, ObjectWAL: ow, BookKeeperWAL: bk, WriterID: p.name,
-		ObjectStore: objmem.New(), Lifecycle: LifecycleConfig{DisableMaterialization: true, GCDisabled: true},
-		SessionTTL: 600 * time.Millisecond, RetentionInterval: time.Hour, MaxPendingRuns: 16,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), runtime: p})
+		ObjectStore: h.objs, Lifecycle: h.lc,
+		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16,
+		Logger: h.logger(p), runtime: p})
 	if err != nil {
 		h.violate("broker %s failed to start: %v", p.name, err)
 		p.alive = false
@@ -155,6 +168,30 @@ func (h *simHarness) startBroker(b int, inc int) *simProc {
 	p.core = c
 	h.w.tracef("broker %s incarnation %d started", p.name, inc)
 	return p
+}
+
+// logger discards the core's log, or writes it into the trace (-sim.trace).
+func (h *simHarness) logger(p *simProc) *slog.Logger {
+	if h.w.trace == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(simLogWriter{h.w, p.name}, &slog.HandlerOptions{Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+}
+
+type simLogWriter struct {
+	w    *simWorld
+	name string
+}
+
+func (l simLogWriter) Write(b []byte) (int, error) {
+	l.w.tracef("%s log: %s", l.name, strings.TrimSpace(string(b)))
+	return len(b), nil
 }
 
 func (h *simHarness) alive() []*simProc {
@@ -178,6 +215,7 @@ func (h *simHarness) crash(b int) {
 		wal.crash()
 	}
 	p.alive = false
+	h.w.killCoros(p)
 	for _, pa := range h.pending {
 		if pa.proc == p && pa.op >= 0 {
 			h.finish(pa, simAppendOut{outcome: outUnknown})
@@ -396,6 +434,9 @@ func (h *simHarness) checkAck(st *simStream, id string, r AppendResult, fresh bo
 	if hd.End < r.End {
 		h.violate("ack of %s [%d,%d) before its head CAS: stored end %d", id, r.Start, r.End, hd.End)
 	}
+	if st.profile == BookKeeperWALSyncObject && fresh && max(hd.GenThrough, hd.Start) < r.End {
+		h.violate("BOOKKEEPER_WAL_SYNC_OBJECT ack of %s [%d,%d) before a generation covers it: generations through %d", id, r.Start, r.End, hd.GenThrough)
+	}
 	if st.profile == ObjectWALSyncObject && fresh {
 		recs, err := h.meta.inner.RangeScan(simCtx, indexKey(st.id, r.End), indexPrefix(st.id)+"\xff", 1)
 		covered := false
@@ -424,12 +465,15 @@ func (h *simHarness) read(p *simProc, st *simStream, final bool) {
 	from := int64(0)
 	var b strings.Builder
 	first := true
-	var start, end, firstFrom int64
+	var start, end, firstFrom, ret int64
 	for {
 		res, err := p.core.Read(simCtx, st.id, from, ReadOptions{MaxEntries: 1 + h.w.rng.Intn(6)})
 		if errors.Is(err, ErrOffsetOutOfRange) && first && from < res.StartOffset {
 			from = res.StartOffset // trimmed: read from the start
 			continue
+		}
+		if errors.Is(err, ErrOffsetOutOfRange) && !first && !final {
+			return // trimmed between two pages: no observation
 		}
 		if err != nil {
 			if metadata.Classify(err) == metadata.Unknown && !errors.Is(err, provider.ErrNotFound) && !final {
@@ -441,8 +485,18 @@ func (h *simHarness) read(p *simProc, st *simStream, final bool) {
 		if first {
 			start, end, firstFrom = res.StartOffset, res.EndOffset, from
 			first = false
+			// The observation is the state the first page saw (its start
+			// and end; committed entries below end never change, and a
+			// trim past a later page's offset aborts the read), so it
+			// linearizes within the first page's call: a read that spans
+			// many appends would otherwise widen porcupine's search.
+			ret = h.tick()
 		}
+		h.w.tracef("read page of stream %d via %s from %d: start %d end %d next %d, %d entries", st.idx, p.name, from, res.StartOffset, res.EndOffset, res.Next, len(res.Entries))
 		for _, e := range res.Entries {
+			if e.Offset >= end {
+				break // committed after the first page (the read spans time): not part of this observation
+			}
 			b.WriteString(entryString(string(e.Payload), e.Offset, e.RecordCount))
 		}
 		if len(res.Entries) == 0 || res.Next >= end {
@@ -453,7 +507,7 @@ func (h *simHarness) read(p *simProc, st *simStream, final bool) {
 	h.stats.reads++
 	in := simReadIn{stream: st.idx, from: firstFrom}
 	op := porcupine.Operation{ClientId: 100 + p.broker, Input: in, Call: call,
-		Output: simReadOut{start: start, end: end, entries: b.String()}, Return: h.tick()}
+		Output: simReadOut{start: start, end: end, entries: b.String()}, Return: ret}
 	h.record(op, owner, !owner)
 }
 
@@ -522,7 +576,9 @@ func (h *simHarness) chaos() {
 	case x < 16:
 		h.trim(p, st)
 	default:
-		h.read(p, st, false)
+		// A read is a simulated goroutine of p: its WAL reads take a round
+		// trip each, so GC and trims of other processes interleave with it.
+		h.w.spawn(0, p, func() { h.read(p, st, false) })
 	}
 }
 
@@ -542,11 +598,15 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		w.trace = &strings.Builder{}
 	}
 	h := &simHarness{w: w, meta: newSimMeta(w), disks: map[string]*simDisk{
-		"objectwal": newSimDisk("objectwal"), "bookkeeper": newSimDisk("bookkeeper")}}
+		"objectwal": newSimDisk("objectwal", 1+w.rng.Intn(4)), "bookkeeper": newSimDisk("bookkeeper", 1+w.rng.Intn(4))}}
+	h.objs = newSimObjects(w)
+	h.setupLifecycle()
 	defer func() {
 		if r := recover(); r != nil {
 			h.violate("panic: %v\n%s", r, debug.Stack())
 		}
+		w.current = nil
+		w.killCoros(nil) // no simulated goroutine outlives its seed
 		res = simResult{seed: seed, violations: h.violations, stats: h.stats, steps: w.steps}
 		if w.trace != nil {
 			res.trace = w.trace.String()
@@ -565,11 +625,23 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	}
 	ns := 1 + rng.Intn(3)
 	for i := 0; i < ns; i++ {
-		st := &simStream{idx: i, profile: simProfiles[rng.Intn(len(simProfiles))], sequenced: rng.Intn(2) == 0}
+		profiles := simProfiles
+		if !h.lifecycle {
+			profiles = simProfiles[:len(simProfiles)-1] // SYNC_OBJECT BookKeeper appends wait for materialization
+		}
+		st := &simStream{idx: i, profile: profiles[rng.Intn(len(profiles))], sequenced: rng.Intn(2) == 0}
+		var ret Retention
+		switch x := rng.Intn(10); {
+		case !h.lifecycle:
+		case x < 4:
+			ret.Bytes = int64(40 + rng.Intn(400))
+		case x < 6:
+			ret.Time = time.Duration(50+rng.Intn(400)) * time.Millisecond
+		}
 		var info Info
 		var err error
 		for try := 0; try < 100; try++ {
-			info, err = h.brokers[0].core.Create(simCtx, fmt.Sprintf("sim-%d", i), CreateOptions{Profile: st.profile})
+			info, err = h.brokers[0].core.Create(simCtx, fmt.Sprintf("sim-%d", i), CreateOptions{Profile: st.profile, Retention: ret})
 			if err == nil || errors.Is(err, ErrStreamExists) {
 				err = nil
 				break
@@ -582,7 +654,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		st.id = info.ID
 		st.writer = &simWriter{st: st, window: 1 + rng.Intn(4)}
 		h.streams = append(h.streams, st)
-		w.tracef("stream %d %v profile %v sequenced %v", i, st.id, st.profile, st.sequenced)
+		w.tracef("stream %d %v profile %v sequenced %v retention %+v", i, st.id, st.profile, st.sequenced, ret)
 	}
 	h.activeEnd = w.now + int64(time.Duration(100+rng.Intn(400))*time.Millisecond)
 	for _, st := range h.streams {
@@ -639,12 +711,30 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 					fmt.Fprintf(&all, "    [%d,%d] %+v -> %+v\n", op.Call, op.Return, op.Input, op.Output)
 				}
 				h.violations = append(h.violations, "history:\n"+all.String())
+				h.violations = append(h.violations, firstBreaking(m, ops))
 			}
 		case porcupine.Unknown:
 			h.violate("%s history: porcupine timed out", name)
 		}
 	}
 	return
+}
+
+// firstBreaking finds, by bisection over the call-ordered history, the
+// first operation whose prefix is not linearizable (an operation still
+// running at that call may be the culprit too).
+func firstBreaking(m porcupine.Model, ops []porcupine.Operation) string {
+	lo, hi := 0, len(ops) // prefix lo is legal, prefix hi is not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if porcupine.CheckOperations(m, ops[:mid]) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	op := ops[hi-1]
+	return fmt.Sprintf("first call whose prefix is not linearizable: [%d,%d] %+v -> %+v", op.Call, op.Return, op.Input, op.Output)
 }
 
 // describePartial renders, per stream, the longest linearizable prefix
@@ -722,7 +812,7 @@ func (h *simHarness) fullLog(p *simProc, st *simStream) (string, bool) {
 // unknowns.
 func (h *simHarness) checkFinal(audit *simProc) {
 	for _, st := range h.streams {
-		log, ok := h.fullLog(audit, st)
+		log, ok := h.oracleLog(audit, st)
 		if !ok {
 			return
 		}
@@ -853,6 +943,10 @@ func (s *simStats) add(o simStats) {
 	s.takeovers += o.takeovers
 	s.trims += o.trims
 	s.reads += o.reads
+	s.generations += o.generations
+	s.unitsDeleted += o.unitsDeleted
+	s.objectsDeleted += o.objectsDeleted
+	s.retentionTrims += o.retentionTrims
 }
 
 func replayCommand(seed int64) string {
@@ -898,10 +992,24 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		// skip-ok: scripts/test.sh runs the mutation check without -race in its simulation step
 		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
 	}
-	defer func() { plantedBug = bugNone }()
+	defer func() { plantedBug, simLifeMode = bugNone, "" }()
 	per := simDefaultBudget()
 	for b := bugNone + 1; b < bugCount; b++ {
+		if *simMutant != "" && b.String() != *simMutant {
+			continue
+		}
 		plantedBug = b
+		// Each planted bug runs on the seeds that exercise its code: the
+		// lifecycle ones with materialization, retention and GC on, the
+		// commit pipeline's on the (cheaper) seeds without them.
+		life := *simLife
+		if life == "mixed" {
+			life = "off"
+			if b >= bugGCRetiresUnmaterialized {
+				life = "on"
+			}
+		}
+		simLifeMode = life
 		start := time.Now()
 		run := runSeeds(1, 0, per)
 		if run.failed == nil {
@@ -929,6 +1037,7 @@ func (o *owner) debugState() string {
 	m := o.m
 	st := fmt.Sprintf("epoch=%d queue=%d head.End=%d pending=%d toIndex=%d confirmed=%d unsettled=%v probe=%v round=%d fatal=%v kicked=%v timerAt=%d flushing=%v",
 		m.sess.Epoch, len(m.queue), m.head.End, len(m.head.Pending), len(m.toIndex), m.confirmedThrough, m.unsettled != nil, m.probe != nil, len(m.round), m.fatal, o.kicked, o.timerAt, o.flushing)
+	st += fmt.Sprintf(" genWaiters=%d genThrough=%d start=%d", len(m.genWaiters), m.head.GenThrough, m.head.Start)
 	if len(m.queue) > 0 {
 		st += fmt.Sprintf(" first op start=%d wal=%d sent=%v", m.queue[0].run.Start, m.queue[0].walState, m.queue[0].sent)
 	}
