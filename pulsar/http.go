@@ -177,7 +177,9 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = r.Header.Get("X-Pulsar-ListenerName")
 	}
-	// In a cluster the answer names the topic's owner, from any broker.
+	// In a cluster the answer names the topic's owner, from any broker
+	// (after the verdict on a peer whose connection just closed).
+	a.s.cluster.Settle(r.Context())
 	if owner, self, ok := a.s.topicOwner(topic); !ok {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": "no active broker serves topics"})
 		return
