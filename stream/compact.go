@@ -73,8 +73,15 @@ type viewPolicyEntry struct {
 // every owned stream match accepts, as p decides.
 func (c *Core) RegisterCompactionPolicy(kind string, match func(Info) bool, p CompactionPolicy) {
 	c.views.mu.Lock()
-	c.views.policies = append(c.views.policies, viewPolicyEntry{kind: kind, match: match, p: p})
-	c.views.mu.Unlock()
+	defer c.views.mu.Unlock()
+	e := viewPolicyEntry{kind: kind, match: match, p: p}
+	for i := range c.views.policies {
+		if c.views.policies[i].kind == kind {
+			c.views.policies[i] = e // the latest registration wins (a restarted front end)
+			return
+		}
+	}
+	c.views.policies = append(c.views.policies, e)
 }
 
 // CompactionStats are the outcome of one pass.
@@ -165,6 +172,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	}
 	cut := min(cmp.SafeEnd(scanned), scanned)
 	if cut <= dirty {
+		c.log.Debug("compaction pass: nothing to compact yet", "stream", id, "kind", kind, "dirty", dirty, "up_to", upTo, "scanned_to", scanned)
 		st.Why = "the compactor allows nothing yet"
 		return st, nil
 	}
@@ -214,7 +222,11 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	st.KeptBytes = w.kept
 
 	// Publication.
-	next := &viewRecord{Kind: kind, Seq: seq, Start: objs[0].Start, Through: cut, Objects: objs,
+	throughBytes, err := c.bytesBefore(ctx, h, cut)
+	if err != nil {
+		throughBytes = 0 // only an estimate for policies; never fail the pass for it
+	}
+	next := &viewRecord{ThroughBytes: throughBytes, Kind: kind, Seq: seq, Start: objs[0].Start, Through: cut, Objects: objs,
 		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes}
 	if rec != nil {
 		next.Retired = rec.Objects
@@ -236,6 +248,8 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	c.lc.compactions.Add(1)
 	c.lc.compactedBytes.Add(st.SourceBytes)
 	st.Published, st.View = true, next.info()
+	c.log.Debug("view published", "stream", id, "kind", kind, "seq", seq, "start", next.Start, "through", cut,
+		"scanned_to", scanned, "objects", len(objs), "kept_bytes", w.kept, "source_bytes", st.SourceBytes)
 	if err := c.retireViewObjects(ctx, id, next, nver, "replaced by a newer view"); err != nil {
 		c.log.Debug("retiring replaced view objects failed; the next pass retries", "stream", id, "err", err)
 	}

@@ -89,6 +89,10 @@ type viewRecord struct {
 	// KeptBytes is the view's payload size; SourceBytes what its last
 	// pass read to build it.
 	KeptBytes, SourceBytes int64
+	// ThroughBytes is the stream's cumulative committed payload before
+	// Through (at the granularity of committed runs): what a policy
+	// subtracts from CommittedBytes to estimate the dirty bytes.
+	ThroughBytes int64
 }
 
 func (r viewRecord) encode() []byte {
@@ -109,6 +113,7 @@ func (r viewRecord) encode() []byte {
 	w.Varint(r.CompactedMs)
 	w.Varint(r.KeptBytes)
 	w.Varint(r.SourceBytes)
+	w.Varint(r.ThroughBytes)
 	return w.Seal()
 }
 
@@ -138,7 +143,7 @@ func decodeViewRecord(b []byte) (*viewRecord, error) {
 	}
 	out.Objects = targets()
 	out.Retired = targets()
-	out.CompactedMs, out.KeptBytes, out.SourceBytes = r.Varint(), r.Varint(), r.Varint()
+	out.CompactedMs, out.KeptBytes, out.SourceBytes, out.ThroughBytes = r.Varint(), r.Varint(), r.Varint(), r.Varint()
 	if err := r.Done(); err != nil || bad {
 		return nil, fmt.Errorf("%w: view record", ErrCorrupt)
 	}
@@ -167,8 +172,12 @@ type ViewInfo struct {
 	Start, Through int64
 	Objects        int
 	// Bytes is the view's payload bytes (gaps are free).
-	Bytes       int64
-	CompactedAt time.Time
+	Bytes int64
+	// ThroughBytes is the stream's committed payload before Through
+	// (approximate: whole committed runs); CommittedBytes - ThroughBytes
+	// estimates what is not compacted yet.
+	ThroughBytes int64
+	CompactedAt  time.Time
 }
 
 func (r *viewRecord) info() ViewInfo {
@@ -176,7 +185,7 @@ func (r *viewRecord) info() ViewInfo {
 		return ViewInfo{}
 	}
 	vi := ViewInfo{Kind: r.Kind, Exists: true, Seq: r.Seq, Start: r.Start, Through: r.Through,
-		Objects: len(r.Objects), Bytes: r.KeptBytes}
+		Objects: len(r.Objects), Bytes: r.KeptBytes, ThroughBytes: r.ThroughBytes}
 	if r.CompactedMs > 0 {
 		vi.CompactedAt = time.UnixMilli(r.CompactedMs)
 	}
@@ -410,3 +419,14 @@ func (c *Core) retireViews(ctx context.Context, id ID, reason string) error {
 	}
 	return c.deleteIndexRange(ctx, viewPrefix(id), viewPrefix(id)+"\xff", reason)
 }
+
+// Views is what a Storage offers when it keeps lossy read views (the Core
+// does). Protocol adapters type-assert their Storage for it.
+type Views interface {
+	ReadView(ctx context.Context, id ID, kind string, from int64, opts ReadOptions) (ReadResult, error)
+	DescribeView(ctx context.Context, id ID, kind string) (ViewInfo, error)
+	Compact(ctx context.Context, id ID, kind string, upTo int64, cmp Compactor) (CompactionStats, error)
+	RegisterCompactionPolicy(kind string, match func(Info) bool, p CompactionPolicy)
+}
+
+var _ Views = (*Core)(nil)
