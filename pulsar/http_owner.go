@@ -109,6 +109,49 @@ func (a *httpAPI) owned(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// localOnlyParam marks a request one node forwarded to the others (run
+// it here only, forward nothing).
+const localOnlyParam = "nereusLocalOnly"
+
+// onEveryPeer runs r (no body) on every other registered node with
+// localOnlyParam set, and reports the first failure.
+func (a *httpAPI) onEveryPeer(ctx context.Context, r *http.Request) error {
+	for _, b := range a.s.cluster.View().Brokers {
+		if b.NodeID == a.s.cluster.NodeID() {
+			continue
+		}
+		base := ownerWebURL(b, r.TLS != nil)
+		if base == "" {
+			continue // no web service: nothing an admin call could reach
+		}
+		u, err := url.Parse(base)
+		if err != nil {
+			return err
+		}
+		u.Path = r.URL.Path
+		q := r.URL.Query()
+		q.Set(localOnlyParam, "true")
+		u.RawQuery = q.Encode()
+		req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), nil)
+		if err != nil {
+			return err
+		}
+		if v := r.Header.Get("Authorization"); v != "" {
+			req.Header.Set("Authorization", v)
+		}
+		resp, err := forwardClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("%s on broker %s: %w", r.URL.Path, b.NodeID, err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("%s on broker %s: %s %s", r.URL.Path, b.NodeID, resp.Status, body)
+		}
+	}
+	return nil
+}
+
 // forwardClient follows redirects (an owner that moved meanwhile).
 var forwardClient = &http.Client{Timeout: 30 * time.Second}
 

@@ -155,6 +155,27 @@ func TestAdminRedirectsToTheOwner(t *testing.T) {
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &pist) != nil || len(pist.Partitions) != parts {
 		t.Fatalf("partitioned-internalStats: %s %.300s", resp.Status, body)
 	}
+	// Namespace unload through one broker unloads the namespace's topics
+	// on every broker (the subscription fan-out above loaded them).
+	loaded := func() (n int) {
+		for i := 0; i < parts; i++ {
+			for _, br := range []*broker{a, b} {
+				if br.srv.loadedTopic(pname.Partition(i).String()) != nil {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if loaded() == 0 {
+		t.Fatal("no partition loaded before the namespace unload")
+	}
+	if resp, body := ownerAdminDo(t, http.DefaultClient, http.MethodPut, a.HTTPURL+"/admin/v2/namespaces/"+pname.Tenant+"/"+pname.Namespace+"/unload", ""); resp.StatusCode/100 != 2 {
+		t.Fatalf("namespace unload: %s %s", resp.Status, body)
+	}
+	if n := loaded(); n != 0 {
+		t.Fatalf("%d partitions still loaded after the namespace unload", n)
+	}
 	if resp, body := ownerAdminDo(t, http.DefaultClient, http.MethodDelete, b.HTTPURL+ppath+"/subscription/ps", ""); resp.StatusCode/100 != 2 {
 		t.Fatalf("delete subscription on the partitioned topic: %s %s", resp.Status, body)
 	}

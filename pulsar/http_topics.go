@@ -182,6 +182,15 @@ func (a *httpAPI) unloadNamespace(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// In a cluster the namespace's topics are served by every node: the
+	// receiving node unloads its own and asks each other node to unload
+	// theirs (as a Pulsar broker unloads every bundle on its owner).
+	if r.URL.Query().Get(localOnlyParam) != "true" {
+		if err := a.onEveryPeer(ctx, r); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": err.Error()})
+			return
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
