@@ -14,6 +14,8 @@ type lcMetrics struct {
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
+	compactions, compactedBytes        atomic.Int64
+	compactFailures                    atomic.Int64
 }
 
 // LifecycleStats is a snapshot of lifecycle counters and gauges.
@@ -35,6 +37,9 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// Compactions counts published views (compact.go); CompactedBytes the
+	// source payload their passes read; CompactFailures failed passes.
+	Compactions, CompactedBytes, CompactFailures int64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -49,5 +54,6 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }
