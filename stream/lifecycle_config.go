@@ -40,6 +40,13 @@ type LifecycleConfig struct {
 	// GenerationCacheBytes bounds the parsed generation footers kept for
 	// reads (default 16 MiB).
 	GenerationCacheBytes int64
+	// GenerationReadAheadBytes bounds the generation bytes fetched ahead of
+	// sequential (catch-up) readers and not yet read (default 64 MiB; < 0
+	// disables read-ahead). A read that stops inside the generations
+	// starts the GET of what the same reader's next read will want, so a
+	// consumer that alternates between fetching and processing finds its
+	// next bytes fetched.
+	GenerationReadAheadBytes int64
 }
 
 func (l *LifecycleConfig) withDefaults() {
@@ -69,6 +76,9 @@ func (l *LifecycleConfig) withDefaults() {
 	}
 	if l.GenerationCacheBytes <= 0 {
 		l.GenerationCacheBytes = 16 << 20
+	}
+	if l.GenerationReadAheadBytes == 0 {
+		l.GenerationReadAheadBytes = 64 << 20
 	}
 }
 
