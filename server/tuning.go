@@ -59,6 +59,11 @@ type Tuning struct {
 	BookKeeperMaxLedgerEntries int64
 	BookKeeperMaxLedgerBytes   int64
 	BookKeeperMaxLedgerAge     time.Duration
+	// BookKeeperLedgerIdleSeal: a GC pass seals a stream's current ledger
+	// that has taken no run for this long once everything committed in it
+	// is trimmed or materialized, so an idle stream's last ledger can be
+	// reclaimed (default 30s).
+	BookKeeperLedgerIdleSeal time.Duration
 	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
 	// included (BookKeeper's addEntryTimeoutSec; default 5s);
 	// BookKeeperRequestTimeout bounds one request to one bookie (default
@@ -120,6 +125,7 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerEntries:     100000,
 		BookKeeperMaxLedgerBytes:       512 << 20,
 		BookKeeperMaxLedgerAge:         time.Hour,
+		BookKeeperLedgerIdleSeal:       30 * time.Second,
 		BookKeeperAddTimeout:           5 * time.Second,
 		BookKeeperRequestTimeout:       5 * time.Second,
 		BookKeeperOpTimeout:            60 * time.Second,
@@ -171,6 +177,7 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	posd("bookkeeper-ledger-idle-seal", t.BookKeeperLedgerIdleSeal)
 	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
 	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
 	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
@@ -225,6 +232,7 @@ func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
 func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
+	c.IdleSeal = t.BookKeeperLedgerIdleSeal
 	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
 	return c
 }
@@ -335,6 +343,7 @@ var tuningSettings = []setting{
 	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	durSetting("bookkeeper-ledger-idle-seal", "idle time after which GC seals a stream's ledger whose contents are all trimmed or materialized (so it can be reclaimed)", func(c *Config) *time.Duration { return &c.BookKeeperLedgerIdleSeal }),
 	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
 	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
 	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),
