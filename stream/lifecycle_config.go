@@ -40,12 +40,16 @@ type LifecycleConfig struct {
 	// GenerationCacheBytes bounds the parsed generation footers kept for
 	// reads (default 16 MiB).
 	GenerationCacheBytes int64
-	// GenerationReadAheadBytes bounds the generation bytes fetched ahead of
-	// sequential (catch-up) readers and not yet read (default 64 MiB; < 0
-	// disables read-ahead). A read that stops inside the generations
-	// starts the GET of what the same reader's next read will want, so a
-	// consumer that alternates between fetching and processing finds its
-	// next bytes fetched.
+	// GenerationReadAheadBytes, when > 0, turns on read-ahead for
+	// sequential (catch-up) readers of generations and bounds the bytes
+	// fetched ahead and not yet read: a read that stops inside the
+	// generations starts the GET of what the same reader's next read will
+	// want (also in the next object), so a consumer that alternates
+	// between fetching and processing finds its next bytes fetched. Off by
+	// default: on the loaded 2-core machine it was measured on it made
+	// catch-up slower, on the filesystem store and on S3 alike (the
+	// hand-off between the prefetching goroutine and the reader costs
+	// more than the overlap gains there; docs/notes/issue-9.md, session 9).
 	GenerationReadAheadBytes int64
 }
 
@@ -76,9 +80,6 @@ func (l *LifecycleConfig) withDefaults() {
 	}
 	if l.GenerationCacheBytes <= 0 {
 		l.GenerationCacheBytes = 16 << 20
-	}
-	if l.GenerationReadAheadBytes == 0 {
-		l.GenerationReadAheadBytes = 64 << 20
 	}
 }
 

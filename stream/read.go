@@ -125,9 +125,9 @@ func toReadEntries(in []provider.ReadEntry) []ReadEntry {
 // read limits: from the tail cache when it covers `from`, otherwise from the
 // generations and WAL runs that the head and indexes locate.
 //
-// A read that stops inside the generations starts fetching what the same
-// reader's next read will want (generations.go, readAhead): catch-up
-// readers alternate between reading and processing.
+// With read-ahead on (LifecycleConfig.GenerationReadAheadBytes), a read
+// that stops inside the generations starts fetching what the same
+// reader's next read will want (generations.go, readAhead).
 func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) (_ []ReadEntry, rerr error) {
 	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
 		c.metrics.tailHits.Add(1)
@@ -137,7 +137,7 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 	size := 0
 	next := from
 	var runs []descriptor
-	if c.gens != nil && from < h.GenThrough {
+	if c.gens != nil && c.cfg.Lifecycle.GenerationReadAheadBytes > 0 && from < h.GenThrough {
 		defer func() {
 			if rerr == nil && next < h.End {
 				c.gens.readAhead(ctx, runs, next, opts.MaxBytes)

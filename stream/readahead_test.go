@@ -7,8 +7,8 @@ import (
 )
 
 // TestCatchUpReadAhead: a catch-up reader on another core (no tail cache)
-// reads a stream materialized into several generations with read-ahead on
-// (the default): every entry comes back exactly, and reads use the spans
+// reads a stream materialized into several generations with read-ahead on:
+// every entry comes back exactly, and reads use the spans
 // fetched ahead of them, across generation objects.
 func TestCatchUpReadAhead(t *testing.T) {
 	e := newLCEnv(t)
@@ -30,6 +30,7 @@ func TestCatchUpReadAhead(t *testing.T) {
 	if gens := e.keys(t, "gen/"); len(gens) < 4 {
 		t.Fatalf("want several generation objects, have %v", gens)
 	}
+	e.lc.GenerationReadAheadBytes = 1 << 20
 	r := e.open(t, "r1")
 	if end := readAll(t, r, info.ID, 0, want); end != 800 {
 		t.Fatalf("read to %d", end)

@@ -20,6 +20,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,9 @@ var (
 	entryBytes = flag.Int("catchup.entry", 16<<10, "entry payload bytes")
 	perAppend  = flag.Int("catchup.append", 64, "entries per append (entry x append = the WAL run size)")
 	readBytes  = flag.Int("catchup.readbytes", 16<<20, "ReadOptions.MaxBytes of each read (a Kafka partition_max_bytes)")
+	passes     = flag.Int("catchup.passes", 3, "read passes per layout, each by a fresh core (the median is the result)")
+	readAhead  = flag.Int64("catchup.readahead", 0, "LifecycleConfig.GenerationReadAheadBytes of the reading core (<= 0: off, the default)")
+	abAhead    = flag.Bool("catchup.ab-readahead", false, "alternate read passes without and with generation read-ahead (an interleaved A/B on the same data; reports both medians)")
 	layouts    = flag.String("catchup.layouts", "generations,wal", "layouts to run: generations, wal or both")
 )
 
@@ -201,16 +205,20 @@ func deleteAll(t *testing.T, st objectstore.ObjectStore) {
 	}
 }
 
-func (e *env) core(t *testing.T, materialize bool) *stream.Core {
+func (e *env) core(t *testing.T, materialize bool, readAheadBytes int64) *stream.Core {
 	ctx := context.Background()
 	w, err := objectwal.Open(ctx, objectwal.Config{Store: e.objects, Prefix: "wal/bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := stream.LifecycleConfig{GenerationMaxAge: time.Second, MaterializeConcurrency: 2}
+	// GC off: the WAL segments materialized ranges no longer need would be
+	// deleted during the read passes otherwise, and the deletes' kernel
+	// work would be measured with the reads.
+	lc := stream.LifecycleConfig{GenerationMaxAge: time.Second, MaterializeConcurrency: 2, GCDisabled: true}
 	if !materialize {
-		lc = stream.LifecycleConfig{DisableMaterialization: true}
+		lc = stream.LifecycleConfig{DisableMaterialization: true, GCDisabled: true}
 	}
+	lc.GenerationReadAheadBytes = readAheadBytes
 	c, err := stream.Open(ctx, stream.Config{Metadata: e.meta, ObjectWAL: w, ObjectStore: e.objects, WriterID: "bench",
 		Lifecycle: lc, RetentionInterval: time.Hour})
 	if err != nil {
@@ -225,7 +233,7 @@ func runLayout(t *testing.T, layout string) float64 {
 	e := openEnv(t)
 	defer e.close()
 	gen := layout == "generations"
-	c := e.core(t, gen)
+	c := e.core(t, gen, -1)
 	ids := write(t, ctx, c)
 	if gen {
 		st := time.Now()
@@ -251,15 +259,38 @@ func runLayout(t *testing.T, layout string) float64 {
 		t.Logf("%s: materialized in %v", layout, time.Since(st).Round(100*time.Millisecond))
 	}
 	_ = c.Close()
-	// A fresh core: no tail cache, no cached footers or runs.
-	c = e.core(t, false)
-	defer c.Close()
-	got, d, cpu := read(t, ctx, c, ids)
-	mbs := mb(got) / d.Seconds()
-	m := c.Stats()
-	t.Logf("%s: read %.0f MB in %v: %.0f MB/s (%.2f CPU-s, %.0f MB per CPU-s; %d generation reads, %d WAL reads); load %s",
-		layout, mb(got), d.Round(time.Millisecond), mbs, cpu, mb(got)/cpu, m.GenerationReads, m.WALReads, loadAvg())
-	return mbs
+	var off, on []float64
+	for pass := range max(*passes, 1) {
+		ra, name := *readAhead, ""
+		if *abAhead {
+			ra, name = -1, " (read-ahead off)"
+			if pass%2 == 1 {
+				ra, name = 64<<20, " (read-ahead 64 MiB)"
+			}
+		}
+		// A fresh core: no tail cache, no cached footers or runs.
+		c = e.core(t, false, ra)
+		got, d, cpu := read(t, ctx, c, ids)
+		mbs := mb(got) / d.Seconds()
+		m := c.Stats()
+		_ = c.Close()
+		t.Logf("%s pass %d%s: read %.0f MB in %v: %.0f MB/s (%.2f CPU-s, %.0f MB per CPU-s; %d generation reads, %d WAL reads, %d read-aheads, %d used); load %s",
+			layout, pass+1, name, mb(got), d.Round(time.Millisecond), mbs, cpu, mb(got)/cpu, m.GenerationReads, m.WALReads, m.GenerationReadAheads, m.GenerationReadAheadHits, loadAvg())
+		if *abAhead && pass%2 == 1 {
+			on = append(on, mbs)
+		} else {
+			off = append(off, mbs)
+		}
+	}
+	if *abAhead && len(on) > 0 {
+		t.Logf("%s: median without read-ahead %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
+	}
+	return median(off)
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
 
 // write appends the backlog to *streams streams concurrently, each with a
