@@ -10,6 +10,7 @@ type lcMetrics struct {
 	materializeNanos                   atomic.Int64
 	gcPasses, gcErrors                 atomic.Int64
 	gcSegments, gcLedgers, gcObjects   atomic.Int64
+	adoptions                          atomic.Int64
 	gcRecords, gcBytes                 atomic.Int64
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
@@ -35,6 +36,8 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// Adoptions counts dead writers whose sources this process adopted.
+	Adoptions int64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -49,5 +52,6 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		Adoptions: m.adoptions.Load(),
 	}
 }
