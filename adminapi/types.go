@@ -258,6 +258,13 @@ type RebuildIndexResult struct {
 	Scanned int `json:"scanned"`
 	// Rebuilt counts index entries written from scanned runs.
 	Rebuilt int `json:"rebuilt"`
+	// GenerationGaps counts materialized ranges that had no
+	// generation-index record; GenerationsScanned the unnamed generation
+	// objects overlapping them; GenerationsRebuilt the records restored
+	// from verified objects.
+	GenerationGaps     int `json:"generationGaps"`
+	GenerationsScanned int `json:"generationsScanned"`
+	GenerationsRebuilt int `json:"generationsRebuilt"`
 }
 
 // ClusterStatus is GET /v1/cluster: the cluster as the answering node sees

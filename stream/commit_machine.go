@@ -882,13 +882,16 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 	found, covered := false, false
 	if err == nil && len(recs) > 0 {
 		d, derr := decodeIndexRecord(recs[0].Value)
+		if derr == nil && p.gen && d.Start < p.end && !d.contains(p.run) && d.lineageLost() {
+			derr = errLineageLost // no proof either way: same as a corrupt one
+		}
 		if derr != nil {
 			// Corrupt proof stays corrupt: report the appends as
 			// maybe-committed and keep their WAL targets for the next
 			// incarnation's Recover rather than guess.
-			m.logf(slog.LevelError, "offset index entry is corrupt; commit outcome left unknown", "err", derr)
+			m.logf(slog.LevelError, "the index entry that would prove the commit outcome is corrupt or incomplete; outcome left unknown", "err", derr)
 			for _, op := range p.cas.ops {
-				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: the offset index entry that would prove it is corrupt", ErrCommitUnknown))
+				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: the index entry that would prove it is unusable: %w", ErrCommitUnknown, derr))
 			}
 			n := len(p.cas.ops)
 			clear(m.queue[:n])

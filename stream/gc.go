@@ -142,6 +142,10 @@ func (c *Core) judgeRuns(ctx context.Context, runs []provider.RunRef) ([]provide
 
 const retireRecordV1 = 1
 
+// orphanEnd is the End of a journaled orphan (its range is not read from
+// the object): every protection covers it.
+const orphanEnd = 1<<63 - 1
+
 type retireRecord struct {
 	ObjectKey string
 	End       int64 // the generation's end offset (protections judge by it)
@@ -504,6 +508,22 @@ func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) error
 			c.audit("generation", rr.ObjectKey, rr.Bytes, "journaled, grace passed, unprotected")
 			continue
 		}
+		// The last proof: no generation record names the object. One does
+		// when an unpublish step is still to come (its record delete failed:
+		// the next pass journals it again), when a merge that journaled its
+		// source before publishing did not publish, or when rebuild-index
+		// restored a record for an object the orphan sweep had nominated.
+		// The journal entry is dropped, the object kept.
+		if named, err := c.genRecordNames(ctx, h.ID, rr); err != nil {
+			return err
+		} else if named {
+			c.log.Info("gc keeps a journaled generation object: a generation record names it", "stream", h.ID, "key", rr.ObjectKey)
+			if err := c.meta.Delete(ctx, r.Key, r.Version); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) &&
+				metadata.Classify(err) != metadata.Conflict {
+				return err
+			}
+			continue
+		}
 		if err := c.cfg.ObjectStore.Delete(ctx, rr.ObjectKey, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 			return fmt.Errorf("deleting generation object %s: %w", rr.ObjectKey, err)
 		}
@@ -519,6 +539,36 @@ func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) error
 		}
 	}
 	return nil
+}
+
+// genRecordNames reports whether the generation record at the journaled
+// object's end offset names it.
+func (c *Core) genRecordNames(ctx context.Context, id ID, rr retireRecord) (bool, error) {
+	end := rr.End
+	if end == orphanEnd {
+		_, _, e, ok := parseGenObjectKey(id, rr.ObjectKey)
+		if !ok {
+			return false, nil
+		}
+		end = e
+	}
+	rec, err := c.meta.Get(ctx, genKey(id, end))
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d, err := decodeIndexRecord(rec.Value)
+	if err != nil {
+		return false, err // never delete past a corrupt record
+	}
+	for _, k := range genKeysOf(d) {
+		if k == rr.ObjectKey {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // dropExpiredLeases removes lease records long past their expiry (their
@@ -765,7 +815,9 @@ func (c *Core) markOrphanSweep(id ID) {
 // it).
 func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPending) error {
 	named := map[string]bool{}
+	var covered []offsetGap // ranges the named records serve
 	note := func(d descriptor) error {
+		covered = append(covered, offsetGap{d.Start, d.End})
 		for _, pt := range d.Parts {
 			gt, err := decodeGenTarget(pt.Target)
 			if err != nil {
@@ -780,9 +832,9 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			return err
 		}
 	}
-	min := genPrefix(h.ID)
+	after := genPrefix(h.ID)
 	for {
-		recs, err := c.meta.RangeScan(ctx, min, genPrefix(h.ID)+"\xff", 512)
+		recs, err := c.meta.RangeScan(ctx, after, genPrefix(h.ID)+"\xff", 512)
 		if err != nil {
 			return err
 		}
@@ -798,7 +850,7 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		if len(recs) < 512 {
 			break
 		}
-		min = recs[len(recs)-1].Key + "\x00"
+		after = recs[len(recs)-1].Key + "\x00"
 	}
 	journal, err := c.meta.RangeScan(ctx, retirePrefix(h.ID), retirePrefix(h.ID)+"\xff", 0)
 	if err != nil {
@@ -836,9 +888,18 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			c.markOrphanSweep(h.ID)
 			continue
 		}
+		if _, s, e, ok := parseGenObjectKey(h.ID, info.Key); ok && h.State != StateDeleted &&
+			!coveredBy(covered, max(s, h.Start), min(e, h.GenThrough)) {
+			// It serves offsets the head says generations serve and no
+			// record names: a lost record, not an orphan.
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size,
+				Reason: "unreferenced, but it holds offsets no generation record covers: run rebuild-index"})
+			c.markOrphanSweep(h.ID) // keep reporting it until repaired
+			continue
+		}
 		// Journal it (End = its range end is unknown without reading it;
 		// MaxInt64 makes every protection cover it).
-		rec := retireRecord{ObjectKey: info.Key, End: 1<<63 - 1, Bytes: info.Size, SinceMs: c.nowMs()}
+		rec := retireRecord{ObjectKey: info.Key, End: orphanEnd, Bytes: info.Size, SinceMs: c.nowMs()}
 		if c.cfg.Lifecycle.GCDryRun {
 			c.audit("generation", info.Key, info.Size, "orphan: no record names it")
 			continue
@@ -849,4 +910,24 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 	}
 	return nil
+}
+
+// coveredBy reports whether the ranges cover [from, to) (true when empty).
+func coveredBy(ranges []offsetGap, from, to int64) bool {
+	if from >= to {
+		return true
+	}
+	sorted := append([]offsetGap(nil), ranges...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].start < sorted[j].start })
+	next := from
+	for _, r := range sorted {
+		if r.start > next {
+			break
+		}
+		next = max(next, r.end)
+		if next >= to {
+			return true
+		}
+	}
+	return false
 }

@@ -384,6 +384,12 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 func appendLineage(lin []lineage, d descriptor) []lineage {
 	if d.Generation > 0 {
 		for _, l := range d.Lineage {
+			if l == lineageLost {
+				if !(descriptor{Generation: 1, Lineage: lin}).lineageLost() {
+					lin = append(lin, lineageLost)
+				}
+				continue
+			}
 			lin = appendLineage(lin, descriptor{Epoch: l.Epoch, Token: l.Token, FirstCommit: l.FirstCommit, Commit: l.Commit})
 		}
 		return lin
@@ -448,14 +454,17 @@ func (c *Core) publishGenIndex(ctx context.Context, id ID) error {
 	through := h.GenIndexedThrough
 	ops := make([]metadata.Op, 0, len(h.GenPending))
 	for _, d := range h.GenPending {
-		ops = append(ops, metadata.Op{Kind: metadata.OpPut, Key: genKey(id, d.End), Value: d.encodeIndexRecord(), Expected: metadata.AnyVersion})
+		// Create-only: a record already there is an earlier attempt's or
+		// covers the range already (a merge replaced it); a stale task
+		// must never overwrite a newer record.
+		ops = append(ops, metadata.Op{Kind: metadata.OpPut, Key: genKey(id, d.End), Value: d.encodeIndexRecord(), Expected: metadata.NotExists})
 	}
 	res, err := c.meta.Batch(ctx, ops)
 	if err != nil {
 		return err
 	}
 	for i, r := range res {
-		if r.Err != nil {
+		if r.Err != nil && metadata.Classify(r.Err) != metadata.Conflict {
 			break // later ones wait for the next pass: the prefix stays contiguous
 		}
 		through = h.GenPending[i].End

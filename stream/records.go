@@ -177,6 +177,23 @@ type lineage struct {
 	FirstCommit, Commit uint64
 }
 
+// lineageLost is the lineage of a generation record that rebuild-index
+// restored from its object: the object names its range, not the commits its
+// bytes came from. A lineage holding it proves nothing about a run's commit
+// (contains never matches it: FirstCommit > Commit).
+var lineageLost = lineage{Epoch: 1<<64 - 1, Token: 1<<64 - 1, FirstCommit: 1<<64 - 1, Commit: 0}
+
+// lineageLost reports whether d's lineage is incomplete, so a run it does
+// not list may still be one of its sources.
+func (d descriptor) lineageLost() bool {
+	for _, l := range d.Lineage {
+		if l == lineageLost {
+			return true
+		}
+	}
+	return false
+}
+
 func (l lineage) contains(id runID) bool {
 	return l.Epoch == id.Epoch && l.Token == id.Token && l.FirstCommit <= id.Commit && id.Commit <= l.Commit
 }
