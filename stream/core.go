@@ -123,6 +123,7 @@ type Core struct {
 	gc        gcState
 	adopt     adoptionState
 	guards    retentionGuards
+	views     viewState
 	lc        lcMetrics
 	tail      *tailCache
 	watch     *headWatch

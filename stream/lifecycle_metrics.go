@@ -15,6 +15,8 @@ type lcMetrics struct {
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
+	compactions, compactedBytes        atomic.Int64
+	compactFailures                    atomic.Int64
 }
 
 // LifecycleStats is a snapshot of lifecycle counters and gauges.
@@ -38,6 +40,9 @@ type LifecycleStats struct {
 	PendingUnits, PendingBytes int64
 	// Adoptions counts dead writers whose sources this process adopted.
 	Adoptions int64
+	// Compactions counts published views (compact.go); CompactedBytes the
+	// source payload their passes read; CompactFailures failed passes.
+	Compactions, CompactedBytes, CompactFailures int64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -53,5 +58,6 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
 		Adoptions: m.adoptions.Load(),
+		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }
