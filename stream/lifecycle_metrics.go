@@ -57,7 +57,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
-		Adoptions: m.adoptions.Load(),
+		Adoptions:   m.adoptions.Load(),
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }
