@@ -14,6 +14,8 @@ type lcMetrics struct {
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
+	merges, mergedSources, mergedBytes atomic.Int64
+	mergeFailures, mergeNanos          atomic.Int64
 }
 
 // LifecycleStats is a snapshot of lifecycle counters and gauges.
@@ -35,6 +37,11 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// Merges counts published merged generations, MergedSources the small
+	// generations they replaced, MergedBytes their payload, MergeSeconds
+	// the time merge tasks took; MergeFailures failed merge tasks.
+	Merges, MergedSources, MergedBytes, MergeFailures int64
+	MergeSeconds                                      float64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -49,5 +56,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		Merges: m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
+		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
 	}
 }

@@ -50,11 +50,15 @@ type materializer struct {
 	urgent     map[ID]bool      // streams with appends waiting for a generation
 	firstSeen  map[ID]time.Time // when unmaterialized data at the current frontier was first seen
 	frontierAt map[ID]int64     // the frontier firstSeen refers to
+	// mergeCursor: below this offset no merge window can form any more
+	// (merge.go); a hint, rebuilt from the start offset after a restart.
+	mergeCursor map[ID]int64
 }
 
 func newMaterializer(c *Core) *materializer {
 	return &materializer{c: c, sem: make(chan struct{}, c.cfg.Lifecycle.MaterializeConcurrency),
-		running: map[ID]bool{}, urgent: map[ID]bool{}, firstSeen: map[ID]time.Time{}, frontierAt: map[ID]int64{}}
+		running: map[ID]bool{}, urgent: map[ID]bool{}, firstSeen: map[ID]time.Time{}, frontierAt: map[ID]int64{},
+		mergeCursor: map[ID]int64{}}
 }
 
 // materializes reports whether profile p's streams are ever materialized.
@@ -196,7 +200,7 @@ func (m *materializer) run(ctx context.Context, id ID, indexOnly bool) error {
 
 // taskTimeout bounds a task so its PUT-to-publication window stays inside
 // the grace period the orphan sweep waits for.
-func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.GCGrace*2/3, time.Second) }
+func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.OrphanGrace*2/3, time.Second) }
 
 // build materializes the next range of stream id and publishes it.
 func (m *materializer) build(ctx context.Context, id ID) error {
