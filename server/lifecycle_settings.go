@@ -22,9 +22,9 @@ type LifecycleSettings struct {
 	// MaterializeConcurrency bounds parallel materialization tasks (and so
 	// their memory, about GenerationBytes each; default 2).
 	MaterializeConcurrency int64
-	// GCInterval is how often GC runs (default 2s); GCGrace how long an
+	// GCInterval is how often GC runs (default 1s); GCGrace how long an
 	// unpublished, unprotected source stays before its bytes are deleted
-	// (default 5s).
+	// (default 2s).
 	GCInterval time.Duration
 	GCGrace    time.Duration
 	// GCDryRun logs and reports what GC would delete, and deletes nothing.
@@ -39,7 +39,7 @@ type LifecycleSettings struct {
 // DefaultLifecycleSettings returns the core's defaults.
 func DefaultLifecycleSettings() LifecycleSettings {
 	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second}
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second}
 }
 
 func (l LifecycleSettings) validate() []error {
