@@ -50,6 +50,41 @@ func (o openedStorage) RegisterRetentionGuard(match func(stream.Info) bool, g st
 	}
 }
 
+// The view methods forward to the core (stream.Views) so front ends can
+// serve compacted views; without a core there are no views: ReadView is
+// Read, and compaction is refused.
+func (o openedStorage) views() (stream.Views, bool) {
+	v, ok := o.Storage.(stream.Views)
+	return v, ok
+}
+
+func (o openedStorage) ReadView(ctx context.Context, id stream.ID, kind string, from int64, opts stream.ReadOptions) (stream.ReadResult, error) {
+	if v, ok := o.views(); ok {
+		return v.ReadView(ctx, id, kind, from, opts)
+	}
+	return o.Storage.Read(ctx, id, from, opts)
+}
+
+func (o openedStorage) DescribeView(ctx context.Context, id stream.ID, kind string) (stream.ViewInfo, error) {
+	if v, ok := o.views(); ok {
+		return v.DescribeView(ctx, id, kind)
+	}
+	return stream.ViewInfo{Kind: kind}, nil
+}
+
+func (o openedStorage) Compact(ctx context.Context, id stream.ID, kind string, upTo int64, cmp stream.Compactor) (stream.CompactionStats, error) {
+	if v, ok := o.views(); ok {
+		return v.Compact(ctx, id, kind, upTo, cmp)
+	}
+	return stream.CompactionStats{}, fmt.Errorf("%w: this storage keeps no views", stream.ErrInvalidArgument)
+}
+
+func (o openedStorage) RegisterCompactionPolicy(kind string, match func(stream.Info) bool, p stream.CompactionPolicy) {
+	if v, ok := o.views(); ok {
+		v.RegisterCompactionPolicy(kind, match, p)
+	}
+}
+
 // openStorage is the ONE place the process constructs its stream storage:
 // the stream core over the metadata store --metadata selects (bbolt in
 // <data-dir>/metadata.db, or etcd) and the Object WAL on the object store

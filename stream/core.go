@@ -119,6 +119,7 @@ type Core struct {
 	mat       *materializer
 	gc        gcState
 	guards    retentionGuards
+	views     viewState
 	lc        lcMetrics
 	tail      *tailCache
 	watch     *headWatch

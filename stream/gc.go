@@ -706,6 +706,9 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 			return err
 		}
 	}
+	if err := c.retireViews(ctx, h.ID, reason); err != nil {
+		return err
+	}
 	if err := c.drainJournal(ctx, h, pend); err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ type lcMetrics struct {
 	pendingBytes                       atomic.Int64
 	merges, mergedSources, mergedBytes atomic.Int64
 	mergeFailures, mergeNanos          atomic.Int64
+	compactions, compactedBytes        atomic.Int64
+	compactFailures                    atomic.Int64
 }
 
 // LifecycleStats is a snapshot of lifecycle counters and gauges.
@@ -42,6 +44,9 @@ type LifecycleStats struct {
 	// the time merge tasks took; MergeFailures failed merge tasks.
 	Merges, MergedSources, MergedBytes, MergeFailures int64
 	MergeSeconds                                      float64
+	// Compactions counts published views (compact.go); CompactedBytes the
+	// source payload their passes read; CompactFailures failed passes.
+	Compactions, CompactedBytes, CompactFailures int64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -58,5 +63,6 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
 		Merges: m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
 		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
+		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }
