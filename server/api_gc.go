@@ -65,6 +65,6 @@ func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 		MaterializeFailures: st.MaterializeFailures, MaterializeLagBytes: st.MaterializeLagBytes,
 		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds,
 		Merges: st.Merges, MergedSources: st.MergedSources, MergedBytes: st.MergedBytes, MergeFailures: st.MergeFailures,
-		MergeSeconds: st.MergeSeconds}
+		MergeSeconds: st.MergeSeconds, MaterializeBackpressured: st.MaterializeBackpressured}
 	return out
 }

@@ -25,6 +25,7 @@ var lifecycleMetrics = []struct {
 	{"nereus_lifecycle_materialize_seconds_total", "Time spent building and publishing generations.", func(s stream.LifecycleStats) float64 { return s.MaterializeSeconds }, false},
 	{"nereus_lifecycle_materialize_lag_bytes", "Committed payload of this node's active streams not yet in a generation.", func(s stream.LifecycleStats) float64 { return float64(s.MaterializeLagBytes) }, true},
 	{"nereus_lifecycle_materialize_lag_seconds", "Age of the oldest unmaterialized commit of this node's active streams.", func(s stream.LifecycleStats) float64 { return float64(s.MaterializeLagSeconds) }, true},
+	{"nereus_lifecycle_materialize_backpressure_total", "Appends refused (retriable) because their stream's materialization lag exceeded --materialize-max-lag.", func(s stream.LifecycleStats) float64 { return float64(s.MaterializeBackpressured) }, false},
 	{"nereus_lifecycle_merges_total", "Merged generations published (adjacent small generations rewritten into one).", func(s stream.LifecycleStats) float64 { return float64(s.Merges) }, false},
 	{"nereus_lifecycle_merged_sources_total", "Small generations replaced by merged ones.", func(s stream.LifecycleStats) float64 { return float64(s.MergedSources) }, false},
 	{"nereus_lifecycle_merged_bytes_total", "Payload bytes rewritten by merges.", func(s stream.LifecycleStats) float64 { return float64(s.MergedBytes) }, false},

@@ -40,7 +40,7 @@ func TestGCNeverDeletesNeededBytes(t *testing.T) {
 	}
 	// Merges need a window of small generations, which not every seed
 	// makes; over all seeds some must have run.
-	if merges == 0 {
+	if merges == 0 && !*gcNoMerge {
 		t.Error("no seed merged generations: the check proves nothing about merges")
 	}
 }

@@ -23,6 +23,15 @@ type LifecycleConfig struct {
 	// DisableMaterialization turns background materialization off (tests,
 	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
 	DisableMaterialization bool
+	// MaxMaterializeLag bounds a stream's committed payload not yet in a
+	// generation for the profiles that materialize in the background (all
+	// but BOOKKEEPER_WAL_ONLY and BOOKKEEPER_WAL_SYNC_OBJECT): beyond it,
+	// appends to the stream are refused with ErrStorageUnavailable
+	// (retriable) until materialization catches up, so a stuck or slow
+	// materializer cannot grow the WAL without bound. Streams that are not
+	// materialized on purpose (short time retention, materialization
+	// disabled) are not limited. Default 1 GiB; negative: no bound.
+	MaxMaterializeLag int64
 	// DisableMerge turns off merging adjacent small generations into larger
 	// ones (merge.go). Merges never run in a GC dry run.
 	DisableMerge bool
@@ -73,6 +82,9 @@ func (l *LifecycleConfig) withDefaults() {
 	}
 	if l.GCGrace <= 0 {
 		l.GCGrace = 2 * time.Second
+	}
+	if l.MaxMaterializeLag == 0 {
+		l.MaxMaterializeLag = 1 << 30
 	}
 	if l.OrphanGrace <= 0 {
 		l.OrphanGrace = max(30*time.Second, l.GCGrace)

@@ -14,6 +14,7 @@ type lcMetrics struct {
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
+	backpressured                      atomic.Int64
 	merges, mergedSources, mergedBytes atomic.Int64
 	mergeFailures, mergeNanos          atomic.Int64
 	compactions, compactedBytes        atomic.Int64
@@ -39,6 +40,9 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// MaterializeBackpressured counts appends refused because their
+	// stream's materialization lag exceeded MaxMaterializeLag.
+	MaterializeBackpressured int64
 	// Merges counts published merged generations, MergedSources the small
 	// generations they replaced, MergedBytes their payload, MergeSeconds
 	// the time merge tasks took; MergeFailures failed merge tasks.
@@ -61,7 +65,8 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
-		Merges: m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
+		MaterializeBackpressured: m.backpressured.Load(),
+		Merges:                   m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
 		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
