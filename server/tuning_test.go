@@ -19,7 +19,7 @@ import (
 func TestTuningDefaultsMatchPackages(t *testing.T) {
 	d := DefaultTuning()
 	c := d.coreConfig(stream.Config{})
-	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 5*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
 		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
 	}
 	w := d.objectWALConfig(objectwal.Config{})
