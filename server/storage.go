@@ -152,7 +152,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location)
 
 	wal, err := objectwal.Open(ctx, cfg.objectWALConfig(objectwal.Config{Store: objects, Prefix: "wal/" + nodeID,
-		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}))
+		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}, objInfo.Kind))
 	if err != nil {
 		return openedStorage{}, err
 	}

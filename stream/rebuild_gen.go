@@ -269,8 +269,8 @@ func (c *Core) verifyCandidate(ctx context.Context, id ID, cd *genCandidate) err
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if kind != generation.KindLossless {
-		// A lossy read view must never serve a lossless range.
-		return fmt.Errorf("%w: object %s is not a lossless generation (kind %d)", ErrCorrupt, cd.key, kind)
+		// A lossy view (compaction) must never become a lossless source.
+		return fmt.Errorf("%w: object %s is a view (kind %d), not a lossless generation", ErrCorrupt, cd.key, kind)
 	}
 	if info.Stream != uint64(id) || info.Generation != cd.gen || info.Start != cd.start || info.End != cd.end {
 		return fmt.Errorf("%w: object %s holds stream %d generation %d [%d, %d)", ErrCorrupt, cd.key, info.Stream, info.Generation, info.Start, info.End)
