@@ -100,7 +100,8 @@ func TestParseBytes(t *testing.T) {
 func TestLifecycleDefaultsMatchCore(t *testing.T) {
 	got := DefaultLifecycleSettings().coreLifecycle()
 	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaxMaterializeLag: 1 << 30}
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaxMaterializeLag: 1 << 30,
+		AdoptScanInterval: time.Minute}
 	if got != want {
 		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
 	}

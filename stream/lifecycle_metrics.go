@@ -10,6 +10,7 @@ type lcMetrics struct {
 	materializeNanos                   atomic.Int64
 	gcPasses, gcErrors                 atomic.Int64
 	gcSegments, gcLedgers, gcObjects   atomic.Int64
+	adoptions                          atomic.Int64
 	gcRecords, gcBytes                 atomic.Int64
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
@@ -48,6 +49,8 @@ type LifecycleStats struct {
 	// the time merge tasks took; MergeFailures failed merge tasks.
 	Merges, MergedSources, MergedBytes, MergeFailures int64
 	MergeSeconds                                      float64
+	// Adoptions counts dead writers whose sources this process adopted.
+	Adoptions int64
 	// Compactions counts published views (compact.go); CompactedBytes the
 	// source payload their passes read; CompactFailures failed passes.
 	Compactions, CompactedBytes, CompactFailures int64
@@ -68,6 +71,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		MaterializeBackpressured: m.backpressured.Load(),
 		Merges:                   m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
 		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
+		Adoptions:   m.adoptions.Load(),
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }
