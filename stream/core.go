@@ -173,6 +173,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.leases = newLeaseTable(c)
 	if cfg.ObjectStore != nil {
 		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+		// Read-ahead runs GETs in goroutines of its own: only on the real
+		// runtime, never under the deterministic simulator.
+		if _, real := cfg.runtime.(realRuntime); real && cfg.Lifecycle.GenerationReadAheadBytes > 0 {
+			c.gens.r.SetReadAhead(cfg.Lifecycle.GenerationReadAheadBytes)
+		}
 	}
 	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {

@@ -62,6 +62,17 @@ type LifecycleConfig struct {
 	// GenerationCacheBytes bounds the parsed generation footers kept for
 	// reads (default 16 MiB).
 	GenerationCacheBytes int64
+	// GenerationReadAheadBytes, when > 0, turns on read-ahead for
+	// sequential (catch-up) readers of generations and bounds the bytes
+	// fetched ahead and not yet read: a read that stops inside the
+	// generations starts the GET of what the same reader's next read will
+	// want (also in the next object), so a consumer that alternates
+	// between fetching and processing finds its next bytes fetched. Off by
+	// default: on the loaded 2-core machine it was measured on it made
+	// catch-up slower, on the filesystem store and on S3 alike (the
+	// hand-off between the prefetching goroutine and the reader costs
+	// more than the overlap gains there; docs/notes/issue-9.md, session 9).
+	GenerationReadAheadBytes int64
 	// AdoptScanInterval is how often GC lists the WAL providers' writer
 	// identities to find a dead writer's sources to adopt (Config.Adoption;
 	// default 1m). The Object WAL lists its whole log prefix for it.
