@@ -259,6 +259,10 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		}
 		return nil, err
 	}
+	if v, ok := storage.(stream.Views); ok {
+		// Compacted topics: the core runs passes where a partition is led.
+		v.RegisterCompactionPolicy(kstore.CompactViewKind, st.IsCompactedStream, st.CompactionPolicy())
+	}
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,4 +158,58 @@ func TestJavaPulsarToken(t *testing.T) {
 		mintToken(t, "java-app", time.Now().Add(-time.Minute), sec),
 		mintToken(t, "java-app", time.Now().Add(time.Hour), []byte("not-the-server-key-not-the-server-key")),
 		mintToken(t, "mallory", time.Now().Add(time.Hour), sec))
+}
+
+// TestTokenKeyReloadOnSIGHUP rotates the JWT secret key file and sends
+// SIGHUP: tokens signed with the new key authenticate (admin REST and a
+// Pulsar client), tokens of the old key are refused with 401. It leaves
+// the new key in place; tokenSecret re-reads the file, so later tests sign
+// with it.
+func TestTokenKeyReloadOnSIGHUP(t *testing.T) {
+	oldKey := tokenSecret(t)
+	newKey := []byte("nereus-securitytest-rotated-secret-9876543210")
+	if err := os.WriteFile(tokenKey+".new", newKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tokenKey+".new", tokenKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(srv.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	tenants := func(key []byte) int {
+		req, _ := http.NewRequest("GET", "https://"+addr(t, "http:internal:https")+"/admin/v2/tenants", nil)
+		req.Header.Set("Authorization", "Bearer "+mintToken(t, "admin", time.Now().Add(time.Hour), key))
+		resp, err := httpsClient(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for tenants(newKey) != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("a token of the rotated key is still refused 30 s after SIGHUP")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := tenants(oldKey); code != 401 {
+		t.Errorf("token of the old key after rotation: %d, want 401", code)
+	}
+	ns := securePulsarNamespace(t, "rotated")
+	topic := "persistent://" + ns + "/" + unique("t")
+	c := pulsarClient(t, "pulsar+ssl://"+addr(t, "pulsar:internal:pulsar+ssl"), mintToken(t, "rotated", time.Now().Add(time.Hour), newKey))
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("producer with a token of the rotated key: %v", err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctxT(t, 30*time.Second), &pulsar.ProducerMessage{Payload: []byte("after rotation")}); err != nil {
+		t.Fatal(err)
+	}
+	stale := pulsarClient(t, "pulsar+ssl://"+addr(t, "pulsar:internal:pulsar+ssl"), mintToken(t, "rotated", time.Now().Add(time.Hour), oldKey))
+	if _, err := stale.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil {
+		t.Error("producer with a token of the old key was created after rotation")
+	}
 }

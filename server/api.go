@@ -494,7 +494,8 @@ func (a *api) rebuildIndex(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, adminapi.RebuildIndexResult{Republished: rep.Republished, Gaps: rep.Gaps, Scanned: rep.Scanned, Rebuilt: rep.Rebuilt})
+	writeJSON(w, http.StatusOK, adminapi.RebuildIndexResult{Republished: rep.Republished, Gaps: rep.Gaps, Scanned: rep.Scanned, Rebuilt: rep.Rebuilt,
+		GenerationGaps: rep.GenGaps, GenerationsScanned: rep.GenScanned, GenerationsRebuilt: rep.GenRebuilt})
 }
 
 func (a *api) sealStream(w http.ResponseWriter, r *http.Request) {

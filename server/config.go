@@ -288,7 +288,7 @@ var settings = []setting{
 	mk("tls-key-file", "PEM private key of tls-cert-file", func(c *Config) *string { return &c.TLSKeyFile }),
 	mk("tls-ca-file", "PEM CA bundle client certificates are verified against", func(c *Config) *string { return &c.TLSCAFile }),
 	mk("tls-client-auth", "TLS client certificates: none, requested or required (verified against tls-ca-file)", func(c *Config) *string { return &c.TLSClientAuth }),
-	durationSetting("tls-reload-interval", "how often TLS files are checked for changes (0: only on SIGHUP)", func(c *Config) *time.Duration { return &c.TLSReloadInterval }),
+	durationSetting("tls-reload-interval", "how often the TLS files and the token key file are checked for changes (0: only on SIGHUP)", func(c *Config) *time.Duration { return &c.TLSReloadInterval }),
 	mk("bookkeeper-zk", "ZooKeeper connect string of the BookKeeper cluster (empty disables BookKeeper profiles)", func(c *Config) *string { return &c.BookKeeperZK }),
 	mk("bookkeeper-root", "BookKeeper ledger root path in ZooKeeper", func(c *Config) *string { return &c.BookKeeperRoot }),
 	mk("log-format", "log format: text or json", func(c *Config) *string { return &c.LogFormat }),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -22,9 +23,9 @@ type LifecycleSettings struct {
 	// MaterializeConcurrency bounds parallel materialization tasks (and so
 	// their memory, about GenerationBytes each; default 2).
 	MaterializeConcurrency int64
-	// GCInterval is how often GC runs (default 2s); GCGrace how long an
+	// GCInterval is how often GC runs (default 1s); GCGrace how long an
 	// unpublished, unprotected source stays before its bytes are deleted
-	// (default 5s).
+	// (default 2s).
 	GCInterval time.Duration
 	GCGrace    time.Duration
 	// GCDryRun logs and reports what GC would delete, and deletes nothing.
@@ -34,12 +35,24 @@ type LifecycleSettings struct {
 	// LeaseTTL is the lifetime of a durable reader protection without
 	// renewal (default 30s).
 	LeaseTTL time.Duration
+	// MaterializeMaxLag bounds a stream's payload not yet in a generation
+	// (background-materialized profiles): beyond it appends are refused
+	// with a retriable error until materialization catches up (default
+	// 1 GiB; 0: no bound).
+	MaterializeMaxLag int64
+	// GCAdoptAfter is how long another node must have been gone from the
+	// cluster registry before its Object WAL log and BookKeeper ledgers are
+	// adopted and reclaimed by one live node (default 10m);
+	// GCAdoptScanInterval how often GC looks for such writers (default 1m).
+	GCAdoptAfter        time.Duration
+	GCAdoptScanInterval time.Duration
 }
 
 // DefaultLifecycleSettings returns the core's defaults.
 func DefaultLifecycleSettings() LifecycleSettings {
 	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second}
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaterializeMaxLag: 1 << 30,
+		GCAdoptAfter: cluster.DefaultAdoptAfter, GCAdoptScanInterval: time.Minute}
 }
 
 func (l LifecycleSettings) validate() []error {
@@ -48,10 +61,13 @@ func (l LifecycleSettings) validate() []error {
 		errs = append(errs, fmt.Errorf("generation-bytes %d must be at least 4KiB", l.GenerationBytes))
 	}
 	for name, d := range map[string]time.Duration{"generation-max-age": l.GenerationMaxAge, "gc-interval": l.GCInterval,
-		"gc-grace": l.GCGrace, "lease-ttl": l.LeaseTTL} {
+		"gc-grace": l.GCGrace, "lease-ttl": l.LeaseTTL, "gc-adopt-after": l.GCAdoptAfter, "gc-adopt-scan-interval": l.GCAdoptScanInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, d))
 		}
+	}
+	if l.MaterializeMaxLag < 0 {
+		errs = append(errs, fmt.Errorf("materialize-max-lag %d must not be negative", l.MaterializeMaxLag))
 	}
 	if l.MaterializeConcurrency <= 0 {
 		errs = append(errs, fmt.Errorf("materialize-concurrency %d must be positive", l.MaterializeConcurrency))
@@ -61,20 +77,28 @@ func (l LifecycleSettings) validate() []error {
 
 // coreLifecycle carries the settings into the core's config.
 func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
+	maxLag := l.MaterializeMaxLag
+	if maxLag == 0 {
+		maxLag = -1 // the flag's 0 is "no bound"; the core's 0 is its default
+	}
 	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
 		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
-		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL}
+		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL, MaxMaterializeLag: maxLag,
+		AdoptScanInterval: l.GCAdoptScanInterval}
 }
 
 var lifecycleSettings = []setting{
 	bytesSetting("generation-bytes", "target size of a generation object (read-optimized copy of a committed range)", func(c *Config) *int64 { return &c.Lifecycle.GenerationBytes }),
 	durSetting("generation-max-age", "materialize a smaller range once its oldest commit is this old", func(c *Config) *time.Duration { return &c.Lifecycle.GenerationMaxAge }),
+	bytesSetting("materialize-max-lag", "refuse appends (retriable) to a stream with more than this much payload not yet materialized; 0: no bound", func(c *Config) *int64 { return &c.Lifecycle.MaterializeMaxLag }),
 	intSetting("materialize-concurrency", "parallel materialization tasks", func(c *Config) *int64 { return &c.Lifecycle.MaterializeConcurrency }),
 	durSetting("gc-interval", "how often physical GC runs", func(c *Config) *time.Duration { return &c.Lifecycle.GCInterval }),
 	durSetting("gc-grace", "how long an unpublished, unprotected source stays before its bytes are deleted", func(c *Config) *time.Duration { return &c.Lifecycle.GCGrace }),
 	boolSetting("gc-dry-run", "report what GC would delete and delete nothing", func(c *Config) *bool { return &c.Lifecycle.GCDryRun }),
 	boolSetting("gc-disabled", "turn GC off entirely (space is never reclaimed)", func(c *Config) *bool { return &c.Lifecycle.GCDisabled }),
 	durSetting("lease-ttl", "lifetime of a durable reader protection without renewal", func(c *Config) *time.Duration { return &c.Lifecycle.LeaseTTL }),
+	durSetting("gc-adopt-after", "how long another node must be gone from the cluster registry before one live node adopts and reclaims its WAL log and ledgers", func(c *Config) *time.Duration { return &c.Lifecycle.GCAdoptAfter }),
+	durSetting("gc-adopt-scan-interval", "how often GC looks for dead nodes' WAL logs and ledgers to adopt", func(c *Config) *time.Duration { return &c.Lifecycle.GCAdoptScanInterval }),
 }
 
 func init() { settings = append(settings, lifecycleSettings...) }

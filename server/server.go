@@ -282,10 +282,18 @@ func Start(cfg Config, logger *slog.Logger, opts ...Option) (_ *Server, err erro
 		}()
 		logger.Info("admin HTTP listening", "listener", l.Spec().ID(), "addr", l.Addr().String())
 	}
-	if s.tls != nil {
+	if s.tls != nil || s.tokens != nil {
 		var wctx context.Context
 		wctx, s.stopWatch = context.WithCancel(context.Background())
-		go s.tls.Watch(wctx, cfg.TLSReloadInterval)
+		if s.tls != nil {
+			go s.tls.Watch(wctx, cfg.TLSReloadInterval)
+		}
+		if s.tokens != nil {
+			tlog := logger.With("component", "token-key")
+			go s.tokens.Watch(wctx, cfg.TLSReloadInterval, func(changed bool, err error) {
+				logTokenReload(tlog, "file change check", changed, err)
+			})
+		}
 	}
 	if cfg.AddrFile != "" {
 		if err := s.writeAddrFile(cfg.AddrFile); err != nil {
@@ -311,11 +319,27 @@ func (s *Server) Failed() <-chan error { return s.failed }
 // HTTPAddr is the address of the first admin HTTP listener.
 func (s *Server) HTTPAddr() string { return s.httpListeners[0].Addr().String() }
 
-// ReloadTLS re-reads the TLS certificate, key and CA files (SIGHUP). A
-// failed reload is logged and the previous certificate stays in use.
+// ReloadTLS re-reads the TLS certificate, key and CA files and the JWT
+// verification key file (SIGHUP). A failed reload is logged and the
+// previous material stays in use.
 func (s *Server) ReloadTLS() {
 	if s.tls != nil {
 		s.tls.ReloadAndLog("SIGHUP")
+	}
+	if s.tokens != nil {
+		changed, err := s.tokens.Reload()
+		logTokenReload(s.logger.With("component", "token-key"), "SIGHUP", changed, err)
+	}
+}
+
+// logTokenReload logs a token key reload's outcome; it names the cause,
+// never the key.
+func logTokenReload(l *slog.Logger, cause string, changed bool, err error) {
+	switch {
+	case err != nil:
+		l.Warn("token key reload failed; keeping the previous key", "cause", cause, "err", err)
+	case changed:
+		l.Info("token key reloaded", "cause", cause)
 	}
 }
 

@@ -50,6 +50,41 @@ func (o openedStorage) RegisterRetentionGuard(match func(stream.Info) bool, g st
 	}
 }
 
+// The view methods forward to the core (stream.Views) so front ends can
+// serve compacted views; without a core there are no views: ReadView is
+// Read, and compaction is refused.
+func (o openedStorage) views() (stream.Views, bool) {
+	v, ok := o.Storage.(stream.Views)
+	return v, ok
+}
+
+func (o openedStorage) ReadView(ctx context.Context, id stream.ID, kind string, from int64, opts stream.ReadOptions) (stream.ReadResult, error) {
+	if v, ok := o.views(); ok {
+		return v.ReadView(ctx, id, kind, from, opts)
+	}
+	return o.Storage.Read(ctx, id, from, opts)
+}
+
+func (o openedStorage) DescribeView(ctx context.Context, id stream.ID, kind string) (stream.ViewInfo, error) {
+	if v, ok := o.views(); ok {
+		return v.DescribeView(ctx, id, kind)
+	}
+	return stream.ViewInfo{Kind: kind}, nil
+}
+
+func (o openedStorage) Compact(ctx context.Context, id stream.ID, kind string, upTo int64, cmp stream.Compactor) (stream.CompactionStats, error) {
+	if v, ok := o.views(); ok {
+		return v.Compact(ctx, id, kind, upTo, cmp)
+	}
+	return stream.CompactionStats{}, fmt.Errorf("%w: this storage keeps no views", stream.ErrInvalidArgument)
+}
+
+func (o openedStorage) RegisterCompactionPolicy(kind string, match func(stream.Info) bool, p stream.CompactionPolicy) {
+	if v, ok := o.views(); ok {
+		v.RegisterCompactionPolicy(kind, match, p)
+	}
+}
+
 // openStorage is the ONE place the process constructs its stream storage:
 // the stream core over the metadata store --metadata selects (bbolt in
 // <data-dir>/metadata.db, or etcd) and the Object WAL on the object store
@@ -117,7 +152,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location)
 
 	wal, err := objectwal.Open(ctx, cfg.objectWALConfig(objectwal.Config{Store: objects, Prefix: "wal/" + nodeID,
-		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}))
+		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}, objInfo.Kind))
 	if err != nil {
 		return openedStorage{}, err
 	}
@@ -144,7 +179,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
 	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
-		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(), Ownership: own,
+		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(), Ownership: own, Adoption: adoptionOf(own),
 		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
@@ -187,3 +222,12 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// adoptionOf is the core's adoption policy: the cluster node's (through
+// the late binding), nil when ownership is not the cluster's.
+func adoptionOf(own stream.Ownership) stream.AdoptionPolicy {
+	if a, ok := own.(stream.AdoptionPolicy); ok {
+		return a
+	}
+	return nil
+}

@@ -28,7 +28,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// on the streams this node owns (default 5s).
+	// on the streams this node owns (default 1s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -44,6 +44,18 @@ type Tuning struct {
 	ObjectWALMaxInFlightBytes int64
 	// ObjectWALCacheBytes bounds the decoded-run read cache (default 64 MiB).
 	ObjectWALCacheBytes int64
+	// ObjectWALFlushMode, ObjectWALFlushInterval and ObjectWALFlushBytes say
+	// when the Object WAL seals a segment. "auto" (and a zero interval)
+	// choose by object store: on the filesystem latency-first — "group"
+	// (group commit: seal as soon as the previous upload finished, batching
+	// what arrived meanwhile) with 5ms as the longest wait behind a slow
+	// upload; on S3 cost-first — "interval" every 200ms, i.e. at most
+	// about 5 segment + 5 manifest PUTs per second per node while busy
+	// (≈ 26 M PUTs a month, ≈ $130 at $0.005 per 1,000) and none while
+	// idle. Bytes seal early at 8 MiB on both.
+	ObjectWALFlushMode     string
+	ObjectWALFlushInterval time.Duration
+	ObjectWALFlushBytes    int64
 	// ObjectWALTruncateInterval is how often settled manifest entries are
 	// dropped (default 100ms; the manifest is rewritten on every flush, so
 	// its size is each flush's cost).
@@ -59,6 +71,11 @@ type Tuning struct {
 	BookKeeperMaxLedgerEntries int64
 	BookKeeperMaxLedgerBytes   int64
 	BookKeeperMaxLedgerAge     time.Duration
+	// BookKeeperLedgerIdleSeal: a GC pass seals a stream's current ledger
+	// that has taken no run for this long once everything committed in it
+	// is trimmed or materialized, so an idle stream's last ledger can be
+	// reclaimed (default 30s).
+	BookKeeperLedgerIdleSeal time.Duration
 	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
 	// included (BookKeeper's addEntryTimeoutSec; default 5s);
 	// BookKeeperRequestTimeout bounds one request to one bookie (default
@@ -107,12 +124,14 @@ type Tuning struct {
 func DefaultTuning() Tuning {
 	return Tuning{
 		SessionTTL:                     30 * time.Second,
-		RetentionInterval:              5 * time.Second,
+		RetentionInterval:              time.Second,
 		TailCacheBytes:                 64 << 20,
 		MaxPendingRuns:                 256,
 		ObjectWALUploadConcurrency:     4,
 		ObjectWALMaxInFlightBytes:      256 << 20,
 		ObjectWALCacheBytes:            64 << 20,
+		ObjectWALFlushMode:             flushModeAuto,
+		ObjectWALFlushBytes:            8 << 20,
 		ObjectWALTruncateInterval:      100 * time.Millisecond,
 		BookKeeperEnsembleSize:         3,
 		BookKeeperWriteQuorum:          2,
@@ -120,6 +139,7 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerEntries:     100000,
 		BookKeeperMaxLedgerBytes:       512 << 20,
 		BookKeeperMaxLedgerAge:         time.Hour,
+		BookKeeperLedgerIdleSeal:       30 * time.Second,
 		BookKeeperAddTimeout:           5 * time.Second,
 		BookKeeperRequestTimeout:       5 * time.Second,
 		BookKeeperOpTimeout:            60 * time.Second,
@@ -159,6 +179,18 @@ func (t Tuning) validate() []error {
 	pos("object-wal-max-inflight-bytes", t.ObjectWALMaxInFlightBytes)
 	pos("object-wal-cache-bytes", t.ObjectWALCacheBytes)
 	posd("object-wal-truncate-interval", t.ObjectWALTruncateInterval)
+	switch t.ObjectWALFlushMode {
+	case flushModeAuto, flushModeGroup, flushModeInterval:
+	default:
+		errs = append(errs, fmt.Errorf("object-wal-flush-mode %q: want %s, %s or %s", t.ObjectWALFlushMode, flushModeAuto, flushModeGroup, flushModeInterval))
+	}
+	if t.ObjectWALFlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("object-wal-flush-interval %v must not be negative", t.ObjectWALFlushInterval))
+	}
+	pos("object-wal-flush-bytes", t.ObjectWALFlushBytes)
+	if t.ObjectWALFlushBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("object-wal-flush-bytes %d is too large", t.ObjectWALFlushBytes))
+	}
 	pos("bookkeeper-ack-quorum", t.BookKeeperAckQuorum)
 	if t.BookKeeperWriteQuorum < t.BookKeeperAckQuorum {
 		errs = append(errs, fmt.Errorf("bookkeeper-write-quorum %d must be >= bookkeeper-ack-quorum %d",
@@ -171,6 +203,7 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-entries", t.BookKeeperMaxLedgerEntries)
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
+	posd("bookkeeper-ledger-idle-seal", t.BookKeeperLedgerIdleSeal)
 	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
 	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
 	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
@@ -214,7 +247,43 @@ func (t Tuning) coreConfig(c stream.Config) stream.Config {
 	return c
 }
 
-func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
+// Object WAL flush modes (--object-wal-flush-mode).
+const (
+	flushModeAuto     = "auto"
+	flushModeGroup    = "group"
+	flushModeInterval = "interval"
+)
+
+// Flush defaults by object store kind (Tuning.ObjectWALFlushMode "auto").
+const (
+	fileFlushInterval = 5 * time.Millisecond   // the longest wait behind a slow upload
+	s3FlushInterval   = 200 * time.Millisecond // ≈ 5 segment + 5 manifest PUTs/s while busy
+)
+
+// objectWALConfig carries the tuning into c for an object store of kind
+// objectStoreKind (ObjectStoreFile or objectStoreS3), which chooses the
+// flush policy when it is "auto".
+func (t Tuning) objectWALConfig(c objectwal.Config, objectStoreKind string) objectwal.Config {
+	s3 := objectStoreKind == objectStoreS3
+	mode := t.ObjectWALFlushMode
+	if mode == flushModeAuto || mode == "" {
+		mode = flushModeGroup
+		if s3 {
+			mode = flushModeInterval
+		}
+	}
+	c.FlushMode = objectwal.FlushGroupCommit
+	if mode == flushModeInterval {
+		c.FlushMode = objectwal.FlushOnInterval
+	}
+	c.FlushInterval = t.ObjectWALFlushInterval
+	if c.FlushInterval == 0 {
+		c.FlushInterval = fileFlushInterval
+		if s3 {
+			c.FlushInterval = s3FlushInterval
+		}
+	}
+	c.FlushBytes = int(t.ObjectWALFlushBytes)
 	c.UploadConcurrency = int(t.ObjectWALUploadConcurrency)
 	c.MaxInFlightBytes = int(t.ObjectWALMaxInFlightBytes)
 	c.CacheBytes = t.ObjectWALCacheBytes
@@ -225,6 +294,7 @@ func (t Tuning) objectWALConfig(c objectwal.Config) objectwal.Config {
 func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
+	c.IdleSeal = t.BookKeeperLedgerIdleSeal
 	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
 	return c
 }
@@ -294,6 +364,12 @@ func intSetting(key, usage string, p func(*Config) *int64) setting {
 		}}
 }
 
+func strSetting(key, usage string, p func(*Config) *string) setting {
+	return setting{key: key, usage: usage,
+		get: func(c *Config) string { return *p(c) },
+		set: func(c *Config, v string) error { *p(c) = strings.TrimSpace(v); return nil }}
+}
+
 func boolSetting(key, usage string, p func(*Config) *bool) setting {
 	return setting{key: key, usage: usage, boolean: true,
 		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
@@ -328,6 +404,30 @@ var tuningSettings = []setting{
 	intSetting("object-wal-upload-concurrency", "parallel Object WAL segment uploads", func(c *Config) *int64 { return &c.ObjectWALUploadConcurrency }),
 	bytesSetting("object-wal-max-inflight-bytes", "Object WAL bytes written but not yet durable before appends wait", func(c *Config) *int64 { return &c.ObjectWALMaxInFlightBytes }),
 	bytesSetting("object-wal-cache-bytes", "Object WAL decoded-run read cache", func(c *Config) *int64 { return &c.ObjectWALCacheBytes }),
+	strSetting("object-wal-flush-mode", "when an Object WAL segment is sealed: group (group commit: as soon as the previous upload finished), interval (every object-wal-flush-interval), auto (group on the filesystem, interval on S3)", func(c *Config) *string { return &c.ObjectWALFlushMode }),
+	{key: "object-wal-flush-interval", usage: "longest an Object WAL run waits before its segment is sealed (auto: 5ms on the filesystem, only behind a slow upload; 200ms on S3, about 5 segment + 5 manifest PUTs/s while busy)",
+		get: func(c *Config) string {
+			if c.ObjectWALFlushInterval == 0 {
+				return flushModeAuto
+			}
+			return c.ObjectWALFlushInterval.String()
+		},
+		set: func(c *Config, v string) error {
+			if strings.TrimSpace(v) == flushModeAuto {
+				c.ObjectWALFlushInterval = 0
+				return nil
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			if d <= 0 {
+				return errors.New("want a positive duration or auto")
+			}
+			c.ObjectWALFlushInterval = d
+			return nil
+		}},
+	bytesSetting("object-wal-flush-bytes", "buffered Object WAL bytes that seal a segment early", func(c *Config) *int64 { return &c.ObjectWALFlushBytes }),
 	durSetting("object-wal-truncate-interval", "how often settled Object WAL manifest entries are dropped", func(c *Config) *time.Duration { return &c.ObjectWALTruncateInterval }),
 	intSetting("bookkeeper-ensemble-size", "bookies per new ledger (E)", func(c *Config) *int64 { return &c.BookKeeperEnsembleSize }),
 	intSetting("bookkeeper-write-quorum", "copies of each entry (WQ <= E)", func(c *Config) *int64 { return &c.BookKeeperWriteQuorum }),
@@ -335,6 +435,7 @@ var tuningSettings = []setting{
 	intSetting("bookkeeper-max-ledger-entries", "entries before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerEntries }),
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
+	durSetting("bookkeeper-ledger-idle-seal", "idle time after which GC seals a stream's ledger whose contents are all trimmed or materialized (so it can be reclaimed)", func(c *Config) *time.Duration { return &c.BookKeeperLedgerIdleSeal }),
 	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
 	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
 	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),

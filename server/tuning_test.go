@@ -19,12 +19,22 @@ import (
 func TestTuningDefaultsMatchPackages(t *testing.T) {
 	d := DefaultTuning()
 	c := d.coreConfig(stream.Config{})
-	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 5*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
 		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
 	}
-	w := d.objectWALConfig(objectwal.Config{})
-	if w.UploadConcurrency != 4 || w.MaxInFlightBytes != 256<<20 || w.CacheBytes != 64<<20 || w.TruncateInterval != 100*time.Millisecond {
+	w := d.objectWALConfig(objectwal.Config{}, ObjectStoreFile)
+	if w.UploadConcurrency != 4 || w.MaxInFlightBytes != 256<<20 || w.CacheBytes != 64<<20 || w.TruncateInterval != 100*time.Millisecond ||
+		w.FlushMode != objectwal.FlushGroupCommit || w.FlushInterval != 5*time.Millisecond || w.FlushBytes != 8<<20 {
 		t.Errorf("object WAL tuning %+v differs from objectwal.Config defaults", w)
+	}
+	// On S3 the default is cost-first: a flush every 200ms.
+	if w := d.objectWALConfig(objectwal.Config{}, objectStoreS3); w.FlushMode != objectwal.FlushOnInterval || w.FlushInterval != 200*time.Millisecond {
+		t.Errorf("object WAL flush on S3: mode %v every %v, want interval every 200ms", w.FlushMode, w.FlushInterval)
+	}
+	// Explicit settings win over the store's defaults.
+	d.ObjectWALFlushMode, d.ObjectWALFlushInterval, d.ObjectWALFlushBytes = flushModeGroup, 20*time.Millisecond, 1<<20
+	if w := d.objectWALConfig(objectwal.Config{}, objectStoreS3); w.FlushMode != objectwal.FlushGroupCommit || w.FlushInterval != 20*time.Millisecond || w.FlushBytes != 1<<20 {
+		t.Errorf("explicit flush settings not applied: %+v", w)
 	}
 	b := d.bookKeeperConfig(bkwal.Config{})
 	if b.EnsembleSize != 3 || b.WriteQuorum != 2 || b.AckQuorum != 2 || b.MaxLedgerEntries != 100000 ||
@@ -90,7 +100,8 @@ func TestParseBytes(t *testing.T) {
 func TestLifecycleDefaultsMatchCore(t *testing.T) {
 	got := DefaultLifecycleSettings().coreLifecycle()
 	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second}
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaxMaterializeLag: 1 << 30,
+		AdoptScanInterval: time.Minute}
 	if got != want {
 		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
 	}

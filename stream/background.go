@@ -64,6 +64,9 @@ func (c *Core) retentionPass(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := c.compactPass(ctx, in); err != nil {
+			c.log.Warn("compaction failed", "stream", in.ID, "name", in.Name, "err", err)
+		}
 		if c.owner(in.ID) == nil && c.materializes(in.Profile) {
 			h, _, err := c.readHeadView(ctx, in.ID)
 			if err != nil {

@@ -43,7 +43,7 @@ type Config struct {
 	// index publication (default 256).
 	MaxPendingRuns int
 	// RetentionInterval is how often retention is enforced on the streams
-	// this process owns (default 5s).
+	// this process owns (default 1s).
 	RetentionInterval time.Duration
 	// ObjectStore holds generation objects. Without it streams are never
 	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
@@ -52,6 +52,9 @@ type Config struct {
 	Lifecycle LifecycleConfig
 	// Ownership says which streams' lifecycle work runs here (nil: all).
 	Ownership Ownership
+	// Adoption says when another writer's physical sources are adopted by
+	// this process's GC (adopt.go; nil: never, as a single node).
+	Adoption AdoptionPolicy
 	// Logger receives lifecycle events. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
@@ -83,7 +86,7 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 5 * time.Second
+		c.RetentionInterval = time.Second
 	}
 	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
@@ -118,7 +121,9 @@ type Core struct {
 	gens      *genReader // nil without Config.ObjectStore
 	mat       *materializer
 	gc        gcState
+	adopt     adoptionState
 	guards    retentionGuards
+	views     viewState
 	lc        lcMetrics
 	tail      *tailCache
 	watch     *headWatch
@@ -168,6 +173,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.leases = newLeaseTable(c)
 	if cfg.ObjectStore != nil {
 		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+		// Read-ahead runs GETs in goroutines of its own: only on the real
+		// runtime, never under the deterministic simulator.
+		if _, real := cfg.runtime.(realRuntime); real && cfg.Lifecycle.GenerationReadAheadBytes > 0 {
+			c.gens.r.SetReadAhead(cfg.Lifecycle.GenerationReadAheadBytes)
+		}
 	}
 	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {
@@ -274,6 +284,7 @@ func (c *Core) Close() error {
 	c.mu.Unlock()
 	c.background.Wait()
 	c.watch.stop()
+	c.closeAdoptions()
 	var errs []error
 	for _, p := range c.providers() {
 		if err := p.Close(ctx); err != nil {

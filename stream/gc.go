@@ -146,6 +146,10 @@ func (c *Core) judgeRuns(ctx context.Context, runs []provider.RunRef) ([]provide
 
 const retireRecordV1 = 1
 
+// orphanEnd is the End of a journaled orphan (its range is not read from
+// the object): every protection covers it.
+const orphanEnd = 1<<63 - 1
+
 type retireRecord struct {
 	ObjectKey string
 	End       int64 // the generation's end offset (protections judge by it)
@@ -229,7 +233,12 @@ type gcState struct {
 	status GCStatus
 	audit  []GCEvent
 	passN  int
-	swept  map[ID]bool // streams whose orphan generation objects were swept this process
+	// swept: when each stream's generation objects were last listed for
+	// orphans (this process); sweepPass / sweepsInPass bound the listings
+	// per GC pass.
+	swept        map[ID]time.Time
+	sweepPass    int
+	sweepsInPass int
 }
 
 func (c *Core) audit(kind, unit string, bytes int64, reason string) {
@@ -287,27 +296,10 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
 		}
-		kind := "segment"
-		if p.Name() != "objectwal" {
-			kind = "ledger"
-		}
-		for _, u := range rep.Pending {
-			pend.add(GCPending{Kind: kind, Unit: u.Unit, Bytes: u.Bytes, Reason: u.Reason})
-		}
-		pend.count += rep.PendingCount - len(rep.Pending)
-		pend.bytes += rep.PendingBytes
-		for _, u := range rep.Pending {
-			pend.bytes -= u.Bytes // counted by add
-		}
-		for _, u := range rep.DeletedUnits {
-			c.audit(kind, u.Unit, u.Bytes, u.Reason)
-		}
-		if kind == "segment" {
-			c.lc.gcSegments.Add(int64(rep.Deleted))
-		} else {
-			c.lc.gcLedgers.Add(int64(rep.Deleted))
-		}
-		c.lc.gcBytes.Add(rep.DeletedBytes)
+		c.accountReclaim(p.Name(), rep, &pend)
+	}
+	if err := c.adoptionPass(ctx, opts, &pend, passN); err != nil {
+		errs = append(errs, fmt.Errorf("adoption: %w", err))
 	}
 	err := errors.Join(errs...)
 	if err != nil {
@@ -320,6 +312,32 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	c.gc.status.Pending, c.gc.status.PendingCount, c.gc.status.PendingBytes = pend.shown, pend.count, pend.bytes
 	c.gc.mu.Unlock()
 	return c.GCStatus(), err
+}
+
+// accountReclaim adds one provider pass's report to the pass's pending
+// list, the audit trail and the counters.
+func (c *Core) accountReclaim(providerName string, rep provider.ReclaimReport, pend *gcPending) {
+	kind := "segment"
+	if providerName != "objectwal" {
+		kind = "ledger"
+	}
+	for _, u := range rep.Pending {
+		pend.add(GCPending{Kind: kind, Unit: u.Unit, Bytes: u.Bytes, Reason: u.Reason})
+	}
+	pend.count += rep.PendingCount - len(rep.Pending)
+	pend.bytes += rep.PendingBytes
+	for _, u := range rep.Pending {
+		pend.bytes -= u.Bytes // counted by add
+	}
+	for _, u := range rep.DeletedUnits {
+		c.audit(kind, u.Unit, u.Bytes, u.Reason)
+	}
+	if kind == "segment" {
+		c.lc.gcSegments.Add(int64(rep.Deleted))
+	} else {
+		c.lc.gcLedgers.Add(int64(rep.Deleted))
+	}
+	c.lc.gcBytes.Add(rep.DeletedBytes)
 }
 
 type gcPending struct {
@@ -355,13 +373,17 @@ func (c *Core) collectStream(ctx context.Context, in Info, pend *gcPending, pass
 			return err
 		}
 	}
+	// Superseded generations of a merge, and the next merge if one is due.
+	if err := c.considerMerges(ctx, h); err != nil {
+		return err
+	}
 	if err := c.drainJournal(ctx, h, pend); err != nil {
 		return err
 	}
 	if err := c.dropExpiredLeases(ctx, h.ID); err != nil {
 		return err
 	}
-	if c.gens != nil && c.needsOrphanSweep(h.ID) {
+	if c.gens != nil && c.needsOrphanSweep(h.ID, passN) {
 		if err := c.sweepOrphanGenerations(ctx, h, pend); err != nil {
 			return err
 		}
@@ -494,6 +516,22 @@ func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) error
 			c.audit("generation", rr.ObjectKey, rr.Bytes, "journaled, grace passed, unprotected")
 			continue
 		}
+		// The last proof: no generation record names the object. One does
+		// when an unpublish step is still to come (its record delete failed:
+		// the next pass journals it again), when a merge that journaled its
+		// source before publishing did not publish, or when rebuild-index
+		// restored a record for an object the orphan sweep had nominated.
+		// The journal entry is dropped, the object kept.
+		if named, err := c.genRecordNames(ctx, h.ID, rr); err != nil {
+			return err
+		} else if named {
+			c.log.Info("gc keeps a journaled generation object: a generation record names it", "stream", h.ID, "key", rr.ObjectKey)
+			if err := c.meta.Delete(ctx, r.Key, r.Version); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) &&
+				metadata.Classify(err) != metadata.Conflict {
+				return err
+			}
+			continue
+		}
 		if err := c.cfg.ObjectStore.Delete(ctx, rr.ObjectKey, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 			return fmt.Errorf("deleting generation object %s: %w", rr.ObjectKey, err)
 		}
@@ -509,6 +547,36 @@ func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) error
 		}
 	}
 	return nil
+}
+
+// genRecordNames reports whether the generation record at the journaled
+// object's end offset names it.
+func (c *Core) genRecordNames(ctx context.Context, id ID, rr retireRecord) (bool, error) {
+	end := rr.End
+	if end == orphanEnd {
+		_, _, e, ok := parseGenObjectKey(id, rr.ObjectKey)
+		if !ok {
+			return false, nil
+		}
+		end = e
+	}
+	rec, err := c.meta.Get(ctx, genKey(id, end))
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d, err := decodeIndexRecord(rec.Value)
+	if err != nil {
+		return false, err // never delete past a corrupt record
+	}
+	for _, k := range genKeysOf(d) {
+		if k == rr.ObjectKey {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // dropExpiredLeases removes lease records long past their expiry (their
@@ -656,6 +724,9 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 			return err
 		}
 	}
+	if err := c.retireViews(ctx, h.ID, reason); err != nil {
+		return err
+	}
 	if err := c.drainJournal(ctx, h, pend); err != nil {
 		return err
 	}
@@ -706,19 +777,35 @@ func genOfObjectKey(key string) (uint64, bool) {
 	return n, err == nil
 }
 
+// maxOrphanSweepsPerPass bounds the streams whose generation objects one
+// GC pass lists for orphans (a listing each), so a pass's cost does not
+// grow with the number of streams; the others are due in later passes.
+const maxOrphanSweepsPerPass = 16
+
 // needsOrphanSweep reports whether stream id's generation objects should be
-// listed this pass: once per process lifetime (a crash may have left an
-// object that no record names) and after a materialization failure.
-func (c *Core) needsOrphanSweep(id ID) bool {
+// listed this pass: when never listed in this process (a crash may have
+// left an object that no record names), after a materialization failure
+// or an orphan still in its grace period (markOrphanSweep), and again
+// every OrphanSweepInterval (a lost publication can leave one at any time)
+// — at most maxOrphanSweepsPerPass streams per pass.
+func (c *Core) needsOrphanSweep(id ID, passN int) bool {
 	c.gc.mu.Lock()
 	defer c.gc.mu.Unlock()
 	if c.gc.swept == nil {
-		c.gc.swept = map[ID]bool{}
+		c.gc.swept = map[ID]time.Time{}
 	}
-	if c.gc.swept[id] {
+	if c.gc.sweepPass != passN {
+		c.gc.sweepPass, c.gc.sweepsInPass = passN, 0
+	}
+	now := c.rt.now()
+	if last, ok := c.gc.swept[id]; ok && now.Sub(last) < c.cfg.Lifecycle.OrphanSweepInterval {
 		return false
 	}
-	c.gc.swept[id] = true
+	if c.gc.sweepsInPass >= maxOrphanSweepsPerPass {
+		return false
+	}
+	c.gc.sweepsInPass++
+	c.gc.swept[id] = now
 	return true
 }
 
@@ -739,7 +826,9 @@ func (c *Core) markOrphanSweep(id ID) {
 // it).
 func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPending) error {
 	named := map[string]bool{}
+	var covered []offsetGap // ranges the named records serve
 	note := func(d descriptor) error {
+		covered = append(covered, offsetGap{d.Start, d.End})
 		for _, pt := range d.Parts {
 			gt, err := decodeGenTarget(pt.Target)
 			if err != nil {
@@ -754,9 +843,9 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			return err
 		}
 	}
-	min := genPrefix(h.ID)
+	after := genPrefix(h.ID)
 	for {
-		recs, err := c.meta.RangeScan(ctx, min, genPrefix(h.ID)+"\xff", 512)
+		recs, err := c.meta.RangeScan(ctx, after, genPrefix(h.ID)+"\xff", 512)
 		if err != nil {
 			return err
 		}
@@ -772,7 +861,7 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		if len(recs) < 512 {
 			break
 		}
-		min = recs[len(recs)-1].Key + "\x00"
+		after = recs[len(recs)-1].Key + "\x00"
 	}
 	journal, err := c.meta.RangeScan(ctx, retirePrefix(h.ID), retirePrefix(h.ID)+"\xff", 0)
 	if err != nil {
@@ -795,7 +884,12 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 	}
 	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
-	grace := c.cfg.Lifecycle.GCGrace
+	grace := c.cfg.Lifecycle.OrphanGrace
+	if h.State == StateDeleted {
+		// No task can publish into a deleted stream (the publication CAS
+		// refuses it): only a PUT still in flight needs waiting for.
+		grace = c.cfg.Lifecycle.GCGrace
+	}
 	for _, info := range orphans {
 		if gen, ok := genOfObjectKey(info.Key); !ok || gen >= h.NextGen {
 			// A task builds generation NextGen and publishes it only by a
@@ -805,6 +899,15 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			c.markOrphanSweep(h.ID)
 			continue
 		}
+		if _, s, e, ok := parseGenObjectKey(h.ID, info.Key); ok && h.State != StateDeleted &&
+			!coveredBy(covered, max(s, h.Start), min(e, h.GenThrough)) {
+			// It serves offsets the head says generations serve and no
+			// record names: a lost record, not an orphan.
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size,
+				Reason: "unreferenced, but it holds offsets no generation record covers: run rebuild-index"})
+			c.markOrphanSweep(h.ID) // keep reporting it until repaired
+			continue
+		}
 		if age := c.rt.now().Sub(info.ModTime); age < grace {
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
 			c.markOrphanSweep(h.ID)
@@ -812,7 +915,7 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 		// Journal it (End = its range end is unknown without reading it;
 		// MaxInt64 makes every protection cover it).
-		rec := retireRecord{ObjectKey: info.Key, End: 1<<63 - 1, Bytes: info.Size, SinceMs: c.nowMs()}
+		rec := retireRecord{ObjectKey: info.Key, End: orphanEnd, Bytes: info.Size, SinceMs: c.nowMs()}
 		if c.cfg.Lifecycle.GCDryRun {
 			c.audit("generation", info.Key, info.Size, "orphan: no record names it")
 			continue
@@ -823,4 +926,24 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 	}
 	return nil
+}
+
+// coveredBy reports whether the ranges cover [from, to) (true when empty).
+func coveredBy(ranges []offsetGap, from, to int64) bool {
+	if from >= to {
+		return true
+	}
+	sorted := append([]offsetGap(nil), ranges...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].start < sorted[j].start })
+	next := from
+	for _, r := range sorted {
+		if r.start > next {
+			break
+		}
+		next = max(next, r.end)
+		if next >= to {
+			return true
+		}
+	}
+	return false
 }

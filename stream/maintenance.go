@@ -144,6 +144,11 @@ func committedInHead(h *head, id runID, end int64) (committed, settled bool) {
 // bytes are not needed either way; whether it was committed stays unknown.
 var errTrimmedEvidence = errors.New("nereus/stream: the run was trimmed and its commit evidence collected")
 
+// errLineageLost: the generation serving the run's offsets was restored by
+// rebuild-index, which cannot recover the commits a generation came from.
+// As with errTrimmedEvidence the bytes are not needed either way.
+var errLineageLost = errors.New("nereus/stream: the generation serving the run lost its lineage in a repair")
+
 // committedInIndex looks run id up in the offset index below
 // h.IndexedThrough and, where GC has retired the WAL entry of a range that
 // a generation now serves, in that generation's lineage.
@@ -169,6 +174,12 @@ func (c *Core) committedInIndex(ctx context.Context, h *head, id runID, end int6
 			return false, err
 		}
 		if len(gens) > 0 && gens[0].Start < end {
+			if !gens[0].contains(id) && gens[0].lineageLost() {
+				// Restored by rebuild-index without its lineage: no proof
+				// either way. The run's bytes are not needed (the
+				// generation serves its offsets).
+				return false, errLineageLost
+			}
 			return gens[0].contains(id), nil
 		}
 	}
@@ -193,7 +204,7 @@ func (c *Core) settleIntent(ctx context.Context, in provider.Intent) (bool, erro
 		if err == nil {
 			var committed bool
 			committed, err = c.committedIn(ctx, h, want, in.Run.End())
-			if errors.Is(err, errTrimmedEvidence) {
+			if errors.Is(err, errTrimmedEvidence) || errors.Is(err, errLineageLost) {
 				// Trimmed: its bytes are not needed whatever the answer,
 				// which is all Recover uses it for.
 				return false, nil

@@ -21,11 +21,17 @@ type RebuildReport struct {
 	Scanned int
 	// Rebuilt is how many index entries were written from scanned runs.
 	Rebuilt int
+	// GenGaps is how many ranges of [Start, GenIndexedThrough) had no
+	// generation-index record; GenScanned how many unnamed generation
+	// objects overlapped them; GenRebuilt how many records were restored
+	// from verified objects.
+	GenGaps, GenScanned, GenRebuilt int
 }
 
 // RebuildIndex repairs stream id's offset index. It republishes the head's
 // Pending commits (the tail of the commit chain the head itself carries),
-// then looks for offsets below the head's IndexedThrough that no index entry
+// restores lost generation-index records from the generation objects
+// (rebuild_gen.go), then looks for offsets below the head's IndexedThrough that no index entry
 // covers; if there are any, it asks every provider that can describe its
 // stored runs (provider.Scanner) for this stream's runs and rebuilds the
 // missing entries from them.
@@ -52,10 +58,16 @@ func (c *Core) RebuildIndex(ctx context.Context, id ID) (RebuildReport, error) {
 		rep.Republished++
 	}
 	for _, d := range h.GenPending {
-		if _, err := c.meta.Put(ctx, genKey(id, d.End), d.encodeIndexRecord(), metadata.AnyVersion); err != nil {
+		// Create-only (as publishGenIndex writes them): a record already
+		// there is this one or a merge that replaced it.
+		if _, err := c.meta.Put(ctx, genKey(id, d.End), d.encodeIndexRecord(), metadata.NotExists); err != nil &&
+			metadata.Classify(err) != metadata.Conflict {
 			return rep, err
 		}
 		rep.Republished++
+	}
+	if err := c.rebuildGenerations(ctx, h, &rep); err != nil {
+		return rep, fmt.Errorf("generation index: %w", err)
 	}
 	gaps, before, err := c.indexGaps(ctx, h)
 	if err != nil || len(gaps) == 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
@@ -44,6 +45,16 @@ type ProducerConfig struct {
 	// FlushBytes seals a segment early once buffered record bytes reach it.
 	// Zero disables size-based flushing.
 	FlushBytes int
+	// GroupCommit seals pending records as soon as no segment upload is in
+	// flight, instead of waiting for FlushInterval: a lone Append is sealed
+	// at once, and what arrives while an upload runs is batched into the
+	// next segment, sealed when that upload finishes (its upload then
+	// overlaps the previous segment's manifest commit). FlushInterval becomes
+	// the longest a record waits behind a slow upload before it is sealed
+	// anyway (into an upload that runs in parallel, UploadConcurrency).
+	// Latency-first for stores whose PUT is cheap (a local filesystem); with
+	// a per-request price (S3) leave it off and let FlushInterval batch.
+	GroupCommit bool
 	// Compression applied to segment record blocks. Compressed segments have
 	// no Placement (their frames cannot be range-read).
 	Compression Compression
@@ -340,6 +351,7 @@ type Producer struct {
 	pendingSince    time.Time
 	inFlightBytes   int
 	inFlightBatches int
+	uploading       int           // segments sealed whose upload has not finished
 	space           chan struct{} // closed (and cleared) when budget frees or the producer stops
 	halted          error         // first fatal cause; nil while healthy
 	closing         bool
@@ -356,6 +368,13 @@ type Producer struct {
 	workers       sync.WaitGroup
 	committerDone chan struct{}
 	bufs          sync.Pool
+
+	// truncQ carries Truncate requests to the committer, which folds them
+	// into its next manifest commit (truncate.go); truncs are the ones it
+	// holds (committer-owned).
+	truncQ    chan *truncReq
+	truncs    []*truncReq
+	truncSent atomic.Int64 // requests handed to the committer (tests wait on it)
 }
 
 // NewProducer constructs a producer and claims the log by bumping the manifest
@@ -379,6 +398,7 @@ func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerCo
 		uploadQ:       make(chan *pipeSegment, cfg.MaxInFlightBatches),
 		commitQ:       make(chan *pipeSegment, cfg.MaxInFlightBatches),
 		committerDone: make(chan struct{}),
+		truncQ:        make(chan *truncReq, 16),
 	}
 	p.log = cfg.Logger.With("component", "wal.producer", "manifest", cfg.ManifestPath, "run", p.runID)
 	if err := p.claim(ctx); err != nil {
@@ -617,8 +637,9 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 // sealLoop turns pending Append groups into segments when FlushBytes is
-// reached, when the oldest pending group has waited FlushInterval, or on
-// Close. It is the only sender on uploadQ and commitQ, and closes both once
+// reached, when the oldest pending group has waited FlushInterval, with
+// GroupCommit whenever no upload is in flight (an upload's end kicks it), or
+// on Close. It is the only sender on uploadQ and commitQ, and closes both once
 // closing has drained everything.
 func (p *Producer) sealLoop() {
 	timer := time.NewTimer(time.Hour)
@@ -638,7 +659,8 @@ func (p *Producer) sealLoop() {
 		var batch []*appendGroup
 		if len(p.pending) > 0 {
 			wait := p.cfg.FlushInterval - time.Since(p.pendingSince)
-			if closing || wait <= 0 || (p.cfg.FlushBytes > 0 && p.pendingBytes >= p.cfg.FlushBytes) {
+			idle := p.cfg.GroupCommit && p.uploading == 0
+			if closing || idle || wait <= 0 || (p.cfg.FlushBytes > 0 && p.pendingBytes >= p.cfg.FlushBytes) {
 				batch = p.pending
 				p.pending = nil
 				p.pendingBytes = 0
@@ -688,6 +710,9 @@ func (p *Producer) seal(batch []*appendGroup) {
 		cur.records += len(g.records)
 		cur.frameBytes += size
 	}
+	p.mu.Lock()
+	p.uploading += len(segs)
+	p.mu.Unlock()
 	for i, s := range segs {
 		s.ordinal = p.nextOrdinal
 		p.nextOrdinal++
@@ -704,6 +729,15 @@ func (p *Producer) uploadLoop() {
 	defer p.workers.Done()
 	for s := range p.uploadQ {
 		p.upload(s)
+		p.mu.Lock()
+		p.uploading--
+		// With GroupCommit the pipeline has room again: what arrived
+		// meanwhile is the next group.
+		kick := p.cfg.GroupCommit && p.uploading == 0 && len(p.pending) > 0
+		p.mu.Unlock()
+		if kick {
+			p.signalSealer()
+		}
 	}
 }
 
@@ -783,18 +817,29 @@ func (p *Producer) commitLoop() {
 	defer close(p.committerDone)
 	var look []*pipeSegment
 	open := true
+	defer p.failTruncs(ErrHalted)
 	recv := func(block bool) bool {
 		if !open {
 			return false
 		}
 		if block {
-			s, ok := <-p.commitQ
-			if !ok {
-				open = false
-				return false
+			for {
+				select {
+				case s, ok := <-p.commitQ:
+					if !ok {
+						open = false
+						return false
+					}
+					look = append(look, s)
+					return true
+				case r := <-p.truncQ:
+					p.truncs = append(p.truncs, r)
+					if len(look) == 0 && p.pipelineIdle() {
+						// Nothing to fold it into: a commit of its own.
+						p.commitTruncation()
+					}
+				}
 			}
-			look = append(look, s)
-			return true
 		}
 		select {
 		case s, ok := <-p.commitQ:
@@ -809,6 +854,9 @@ func (p *Producer) commitLoop() {
 		}
 	}
 	for {
+		if len(look) == 0 && len(p.truncs) > 0 && p.pipelineIdle() {
+			p.commitTruncation() // held for a batch that failed instead
+		}
 		if len(look) == 0 && !recv(true) {
 			return
 		}
@@ -852,6 +900,7 @@ func (p *Producer) commitLoop() {
 		batch := slices.Clone(look[:n])
 		clear(look[:n]) // drop references so committed records can be freed
 		look = look[n:]
+		p.drainTruncs()
 		p.commitBatch(batch)
 	}
 }
@@ -862,6 +911,7 @@ func (p *Producer) commitBatch(batch []*pipeSegment) {
 	seqs, after, unknown, err := p.commitEntries(batch)
 	if err != nil {
 		p.halt(err)
+		p.failTruncs(err)
 		if !unknown {
 			// Every CAS attempt for this batch definitely did not apply.
 			err = notCommitted(err)
@@ -871,6 +921,7 @@ func (p *Producer) commitBatch(batch []*pipeSegment) {
 		}
 		return
 	}
+	p.resolveTruncs()
 	p.met.commits.Add(context.Background(), 1)
 	p.met.commitLatency.Record(context.Background(), time.Since(start).Seconds())
 	p.met.commitSegments.Record(context.Background(), float64(len(batch)))
@@ -999,6 +1050,9 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 			reload = false
 		}
 		work := p.m.clone()
+		if err := p.planTruncs(work); err != nil {
+			return nil, nil, unknown, err
+		}
 		seqs = make([]uint64, len(batch))
 		for i, s := range batch {
 			seq, aerr := work.Append(s.location, s.metas, s.records)

@@ -668,7 +668,7 @@ func newTrimCmd(e env, o *streamOpts) *cobra.Command {
 func newRebuildIndexCmd(e env, o *streamOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rebuild-index NAME",
-		Short: "Repair a stream's offset index from its commit chain and the runs stored in the WAL",
+		Short: "Repair a stream's offset and generation indexes from its commit chain, the WAL's runs and the generation objects",
 		Args:  argsWithHelp(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client(e)
@@ -683,6 +683,8 @@ func newRebuildIndexCmd(e env, o *streamOpts) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "%s: %d gaps, %d runs scanned, %d index entries rebuilt, %d pending commits republished\n",
 				args[0], res.Gaps, res.Scanned, res.Rebuilt, res.Republished)
+			fmt.Fprintf(e.stdout, "%s: %d generation gaps, %d generation objects scanned, %d generation records rebuilt\n",
+				args[0], res.GenerationGaps, res.GenerationsScanned, res.GenerationsRebuilt)
 			return nil
 		},
 	}

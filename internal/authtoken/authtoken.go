@@ -10,17 +10,27 @@
 // tokenPublicKey); "none" and every other algorithm are refused. The role is
 // the claim RoleClaim ("sub" by default); exp and nbf are enforced.
 //
+// The key file is re-read by Reload (SIGHUP) and Watch (a poll for file
+// changes), so a rotated key takes effect without a restart. A reload that
+// fails — a missing, truncated or foreign file — keeps the previous key:
+// a broken rotation must not lock every client out, and it must not leave
+// the server validating against nothing.
+//
 // It must never log a token or a key, and never accept a token whose
 // signature it did not verify.
 package authtoken
 
 import (
+	"bytes"
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -59,8 +69,21 @@ var (
 type Validator struct {
 	cfg    Config
 	alg    string
-	key    any
 	parser *jwt.Parser
+	// key is the current verification key; Validate loads it once per
+	// token, so a concurrent reload never mixes two keys in one check.
+	key atomic.Pointer[keyMaterial]
+
+	reloadMu sync.Mutex // serializes Reload
+	reloads  atomic.Int64
+	failures atomic.Int64
+}
+
+// keyMaterial is one loaded key and the file bytes it came from (to tell
+// a changed file from an unchanged one without parsing it again).
+type keyMaterial struct {
+	raw []byte
+	key any
 }
 
 // New loads the key.
@@ -73,21 +96,15 @@ func New(cfg Config) (*Validator, error) {
 	}
 	v := &Validator{cfg: cfg}
 	if cfg.SecretKeyFile != "" {
-		b, err := os.ReadFile(cfg.SecretKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("authtoken: secret key file: %w", err)
-		}
-		if len(b) < 32 {
-			return nil, fmt.Errorf("authtoken: secret key file %s holds %d bytes; HS256 needs at least 32", cfg.SecretKeyFile, len(b))
-		}
-		v.alg, v.key = jwt.SigningMethodHS256.Alg(), b
+		v.alg = jwt.SigningMethodHS256.Alg()
 	} else {
-		k, err := loadPublicKey(cfg.PublicKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		v.alg, v.key = jwt.SigningMethodRS256.Alg(), k
+		v.alg = jwt.SigningMethodRS256.Alg()
 	}
+	m, err := v.load()
+	if err != nil {
+		return nil, err
+	}
+	v.key.Store(m)
 	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{v.alg}), jwt.WithLeeway(cfg.Leeway)}
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
@@ -96,11 +113,73 @@ func New(cfg Config) (*Validator, error) {
 	return v, nil
 }
 
-func loadPublicKey(path string) (*rsa.PublicKey, error) {
-	raw, err := os.ReadFile(path)
+// load reads and parses the configured key file.
+func (v *Validator) load() (*keyMaterial, error) {
+	if v.cfg.SecretKeyFile != "" {
+		b, err := os.ReadFile(v.cfg.SecretKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("authtoken: secret key file: %w", err)
+		}
+		if len(b) < 32 {
+			return nil, fmt.Errorf("authtoken: secret key file %s holds %d bytes; HS256 needs at least 32", v.cfg.SecretKeyFile, len(b))
+		}
+		return &keyMaterial{raw: b, key: b}, nil
+	}
+	raw, err := os.ReadFile(v.cfg.PublicKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("authtoken: public key file: %w", err)
 	}
+	k, err := parsePublicKey(v.cfg.PublicKeyFile, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &keyMaterial{raw: raw, key: k}, nil
+}
+
+// Reload re-reads the key file. It reports whether the key changed; on an
+// error the previous key stays in use.
+func (v *Validator) Reload() (changed bool, err error) {
+	v.reloadMu.Lock()
+	defer v.reloadMu.Unlock()
+	m, err := v.load()
+	if err != nil {
+		v.failures.Add(1)
+		return false, err
+	}
+	if bytes.Equal(m.raw, v.key.Load().raw) {
+		return false, nil
+	}
+	v.key.Store(m)
+	v.reloads.Add(1)
+	return true, nil
+}
+
+// Watch calls Reload every interval until ctx ends (interval <= 0: never)
+// and hands each outcome that is a change or an error to report (which
+// must not log key bytes; the error texts name only the file).
+func (v *Validator) Watch(ctx context.Context, interval time.Duration, report func(changed bool, err error)) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if changed, err := v.Reload(); changed || err != nil {
+				report(changed, err)
+			}
+		}
+	}
+}
+
+// Reloads and Failures count applied key changes and failed reloads.
+func (v *Validator) Reloads() int64  { return v.reloads.Load() }
+func (v *Validator) Failures() int64 { return v.failures.Load() }
+
+func parsePublicKey(path string, raw []byte) (*rsa.PublicKey, error) {
 	der := raw
 	if blk, _ := pem.Decode(raw); blk != nil {
 		der = blk.Bytes
@@ -129,7 +208,8 @@ type Claims struct {
 // and audience at now, and returns its role.
 func (v *Validator) Validate(token string, now time.Time) (Claims, error) {
 	claims := jwt.MapClaims{}
-	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.key, nil })
+	key := v.key.Load().key
+	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return key, nil })
 	if err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) {
 			return Claims{}, fmt.Errorf("%w: %v", ErrExpired, err)

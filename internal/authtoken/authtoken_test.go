@@ -1,6 +1,7 @@
 package authtoken
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -92,5 +93,64 @@ func TestRS256(t *testing.T) {
 		if _, err := v.Validate(forged, time.Now()); err == nil {
 			t.Fatalf("%s: HS256 token signed with the public key accepted", name)
 		}
+	}
+}
+
+// TestReloadRotatesKey: a rotated secret takes effect on Reload and Watch;
+// tokens of the old key stop validating; a broken file keeps the current
+// key instead of locking everyone out.
+func TestReloadRotatesKey(t *testing.T) {
+	oldKey := []byte("0123456789abcdef0123456789abcdef")
+	newKey := []byte("fedcba9876543210fedcba9876543210")
+	path := write(t, "secret", oldKey)
+	v, err := New(Config{SecretKeyFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	oldTok := sign(t, jwt.SigningMethodHS256, oldKey, jwt.MapClaims{"sub": "alice"})
+	newTok := sign(t, jwt.SigningMethodHS256, newKey, jwt.MapClaims{"sub": "bob"})
+	if _, err := v.Validate(oldTok, now); err != nil {
+		t.Fatalf("old token before rotation: %v", err)
+	}
+	if changed, err := v.Reload(); changed || err != nil {
+		t.Fatalf("reload of an unchanged file: changed=%v err=%v", changed, err)
+	}
+
+	// A truncated file (a rotation caught half-written) is refused.
+	if err := os.WriteFile(path, newKey[:8], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := v.Reload(); changed || err == nil {
+		t.Fatalf("reload of a short key: changed=%v err=%v", changed, err)
+	}
+	if _, err := v.Validate(oldTok, now); err != nil {
+		t.Fatalf("old key must stay after a failed reload: %v", err)
+	}
+
+	if err := os.WriteFile(path, newKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reported := make(chan bool, 4)
+	go v.Watch(ctx, 5*time.Millisecond, func(changed bool, err error) {
+		if err == nil {
+			reported <- changed
+		}
+	})
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not pick up the rotated key")
+	}
+	if c, err := v.Validate(newTok, now); err != nil || c.Role != "bob" {
+		t.Fatalf("new token after rotation: %+v %v", c, err)
+	}
+	if _, err := v.Validate(oldTok, now); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("old token after rotation: %v", err)
+	}
+	if v.Reloads() != 1 || v.Failures() != 1 {
+		t.Fatalf("reloads=%d failures=%d, want 1 and 1", v.Reloads(), v.Failures())
 	}
 }

@@ -140,7 +140,7 @@ func profileName(v string) error {
 
 var configDefs = []ConfigDef{
 	{Name: ConfigCleanupPolicy, Default: "delete", Type: TypeList, Enforced: true, validate: cleanupPolicy,
-		Doc: "delete, compact or compact,delete. A compact-only topic has no time or size retention. Compaction itself is not built yet: a compacted topic keeps every record (Kafka guarantees at least the latest value per key)."},
+		Doc: "delete, compact or compact,delete. A compact-only topic has no time or size retention. Compacted partitions are served from a compacted view below its cleaned point (the last record per key; see min.compaction.lag.ms, segment.ms, delete.retention.ms, min.cleanable.dirty.ratio)."},
 	{Name: ConfigRetentionMs, Default: "604800000", Type: TypeLong, Enforced: true, validate: longAtLeast(-1),
 		Doc: "Maps onto the partition streams' time retention (-1: unlimited)."},
 	{Name: ConfigRetentionBytes, Default: "-1", Type: TypeLong, Enforced: true, validate: longAtLeast(-1),
@@ -155,7 +155,7 @@ var configDefs = []ConfigDef{
 		Doc: "Nereus storage profile of the partition streams, chosen at creation."},
 	// Accepted for client compatibility, stored and reported, no effect.
 	{Name: "segment.bytes", Default: "1073741824", Type: TypeInt, validate: intAtLeast(14)},
-	{Name: "segment.ms", Default: "604800000", Type: TypeLong, validate: longAtLeast(1)},
+	{Name: "segment.ms", Enforced: true, Default: "604800000", Type: TypeLong, validate: longAtLeast(1), Doc: "The newest segment.ms of a compacted partition is its active head, never compacted."},
 	{Name: "segment.index.bytes", Default: "10485760", Type: TypeInt, validate: intAtLeast(4)},
 	{Name: "segment.jitter.ms", Default: "0", Type: TypeLong, validate: longAtLeast(0)},
 	{Name: "min.insync.replicas", Default: "1", Type: TypeInt, validate: intAtLeast(1)},
@@ -163,11 +163,11 @@ var configDefs = []ConfigDef{
 	{Name: "flush.messages", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(1)},
 	{Name: "flush.ms", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(0)},
 	{Name: "index.interval.bytes", Default: "4096", Type: TypeInt, validate: intAtLeast(0)},
-	{Name: "delete.retention.ms", Default: "86400000", Type: TypeLong, validate: longAtLeast(0)},
+	{Name: "delete.retention.ms", Enforced: true, Default: "86400000", Type: TypeLong, validate: longAtLeast(0), Doc: "How long a compacted topic keeps a tombstone (by its batch timestamp)."},
 	{Name: "file.delete.delay.ms", Default: "60000", Type: TypeLong, validate: longAtLeast(0)},
-	{Name: "min.compaction.lag.ms", Default: "0", Type: TypeLong, validate: longAtLeast(0)},
-	{Name: "max.compaction.lag.ms", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(1)},
-	{Name: "min.cleanable.dirty.ratio", Default: "0.5", Type: TypeDouble, validate: anyString},
+	{Name: "min.compaction.lag.ms", Enforced: true, Default: "0", Type: TypeLong, validate: longAtLeast(0), Doc: "Records younger than this are never compacted."},
+	{Name: "max.compaction.lag.ms", Enforced: true, Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(1), Doc: "A compacted partition is compacted at least this often, whatever its dirty ratio."},
+	{Name: "min.cleanable.dirty.ratio", Enforced: true, Default: "0.5", Type: TypeDouble, validate: anyString, Doc: "A compaction pass starts when the uncompacted share of a partition reaches this."},
 	{Name: "preallocate", Default: "false", Type: TypeBoolean, validate: boolean},
 	{Name: "message.timestamp.before.max.ms", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(0)},
 	{Name: "message.timestamp.after.max.ms", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(0)},

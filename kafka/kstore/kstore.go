@@ -259,6 +259,9 @@ type Partition struct {
 	Index    int32
 	StreamID stream.ID // zero for a projected partition
 	proj     ProjectedPartition
+	// compacted: the topic's cleanup.policy includes compact, so reads go
+	// through the partition's compacted view (compaction.go).
+	compacted bool
 }
 
 // StreamName is the name of the partition's stream (its ownership key).
@@ -373,7 +376,7 @@ func (s *Store) open(ctx context.Context, tr topicRecord, v metadata.Version) (*
 				return nil, err
 			}
 		}
-		t.Partitions = append(t.Partitions, &Partition{Topic: tr.Name, Index: p, StreamID: info.ID})
+		t.Partitions = append(t.Partitions, &Partition{Topic: tr.Name, Index: p, StreamID: info.ID, compacted: t.Configs.Compacted()})
 	}
 	return t, nil
 }

@@ -95,6 +95,13 @@ func (s *Store) Read(ctx context.Context, p *Partition, from int64, opts stream.
 	if p.proj != nil {
 		return p.proj.Read(ctx, from, opts)
 	}
+	if p.compacted {
+		if v, ok := s.views(); ok {
+			// Below the cleaned point the compacted view (offsets kept,
+			// dropped records are gaps), above it the log itself.
+			return v.ReadView(ctx, p.StreamID, CompactViewKind, from, opts)
+		}
+	}
 	return s.streams.Read(ctx, p.StreamID, from, opts)
 }
 

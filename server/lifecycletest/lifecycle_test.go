@@ -65,10 +65,11 @@ var lifecycleArgs = []string{
 	"--gc-interval", "500ms", "--gc-grace", "1s", "--retention-interval", "1s",
 }
 
-// bkArgs roll BookKeeper streams over to a new ledger every 256 KiB, so a
-// trimmed range lies in sealed ledgers GC can delete (the ledger a session
-// is writing is never deleted: like Kafka's active segment).
-var bkArgs = []string{"--bookkeeper-max-ledger-bytes", "256KiB"}
+// bkArgs keep the default ledger size (512 MiB: every stream here fits in
+// one ledger) and seal an idle ledger after 1 s, so a stream whose writes
+// stopped has its last ledger sealed and reclaimed once it is all trimmed
+// (or its stream deleted).
+var bkArgs = []string{"--bookkeeper-ledger-idle-seal", "1s"}
 
 var profiles = []string{
 	"OBJECT_WAL_ASYNC_OBJECT", "OBJECT_WAL_SYNC_OBJECT",
@@ -102,6 +103,7 @@ func TestLifecycleThroughServe(t *testing.T) {
 	walKinds := []string{"OBJECT_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_ASYNC_OBJECT"}
 	t.Run("RetentionReclaims", func(t *testing.T) { e.retentionReclaims(t, walKinds) })
 	t.Run("DeletedTopicReclaimed", func(t *testing.T) { e.deletedTopicReclaimed(t, walKinds) })
+	t.Run("IdleLedgerReclaimed", e.idleLedgerReclaimed)
 	t.Run("Kill9DuringMaterialization", e.kill9DuringMaterialization)
 	t.Run("PulsarOnMaterializedTopic", e.pulsarRound)
 	t.Run("Metrics", e.metrics)
@@ -472,9 +474,37 @@ func (e *lc) retentionReclaims(t *testing.T, profiles []string) {
 					produced += int64(len(r.value))
 				}
 			}
+			var zkl *zkLedgers
+			ledgersBefore := 0
+			if usesBK(profile) {
+				zkl = e.zk(t)
+				id := e.waitStream(t, ctx, streamName(timeTopic, 0), "created", func(adminapi.StreamInfo) bool { return true }).ID
+				ledgersBefore = zkl.count(t, id)[id]
+				if ledgersBefore == 0 {
+					t.Fatalf("no ledger of %s in ZooKeeper after producing", id)
+				}
+			}
+			writesStopped := time.Now()
 			timeInfo := e.waitStream(t, ctx, streamName(timeTopic, 0), "trimmed to empty by retention.ms", func(i adminapi.StreamInfo) bool {
 				return i.EndOffset > 0 && i.StartOffset == i.EndOffset
 			})
+			trimmed := time.Since(writesStopped)
+			if usesBK(profile) {
+				// Writes stopped and everything is trimmed: the stream's
+				// last ledger (never full, never rolled over) is sealed
+				// by the idle seal and deleted, gone from ZooKeeper.
+				deadline := time.Now().Add(2 * time.Minute)
+				for zkl.count(t, timeInfo.ID)[timeInfo.ID] > 0 {
+					if time.Now().After(deadline) {
+						st, _ := e.c.GCStatus(ctx)
+						t.Fatalf("%s: %d ledgers still in ZooKeeper 2m after the trim; pending %+v", timeInfo.ID,
+							zkl.count(t, timeInfo.ID)[timeInfo.ID], st.Pending)
+					}
+					time.Sleep(250 * time.Millisecond)
+				}
+				t.Logf("%s: %d ledger(s) of the retention.ms topic in ZooKeeper after the writes, 0 after %s (trimmed to empty after %s)",
+					profile, ledgersBefore, time.Since(writesStopped).Round(100*time.Millisecond), trimmed.Round(100*time.Millisecond))
+			}
 			sizeInfo := e.waitStream(t, ctx, streamName(sizeTopic, 0), "trimmed by retention.bytes", func(i adminapi.StreamInfo) bool {
 				return i.StartOffset > 0 && i.RetainedBytes <= 2*retainBytes+(64<<10)
 			})
@@ -559,8 +589,63 @@ func (e *lc) deletedTopicReclaimed(t *testing.T, profiles []string) {
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
+			if usesBK(profile) {
+				// The deleted streams' last (open) ledgers are sealed
+				// by the idle seal and deleted too.
+				zkl := e.zk(t)
+				for {
+					left := zkl.count(t, ids...)
+					n := left[ids[0]] + left[ids[1]]
+					if n == 0 {
+						t.Logf("%s: deleted topic's ledgers gone from ZooKeeper", profile)
+						break
+					}
+					if time.Now().After(deadline) {
+						st, _ := e.c.GCStatus(ctx)
+						t.Fatalf("deleted topic: %d ledgers still in ZooKeeper; GC pending %+v", n, st.Pending)
+					}
+					time.Sleep(250 * time.Millisecond)
+				}
+			}
 		})
 	}
+}
+
+// idleLedgerReclaimed: a BOOKKEEPER_WAL_ONLY topic (never materialized:
+// only retention frees its ledger) with retention.ms and the default
+// ledger size; once writes stop and retention trims it to empty, its one
+// ledger — never full, so never rolled over — is sealed by the idle seal
+// and deleted: none of its ledgers is left in ZooKeeper.
+func (e *lc) idleLedgerReclaimed(t *testing.T) {
+	const profile = "BOOKKEEPER_WAL_ONLY"
+	e.requireProfile(t, profile)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topic := newTopic("lc-idle")
+	e.createTopic(t, ctx, topic, 1, map[string]string{"nereus.storage.profile": profile, "retention.ms": "3000"})
+	cl := e.kafka(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produce(t, ctx, cl, rand.New(rand.NewSource(13)), topic, 0, 300)
+	stopped := time.Now()
+	zkl := e.zk(t)
+	id := e.waitStream(t, ctx, streamName(topic, 0), "created", func(adminapi.StreamInfo) bool { return true }).ID
+	before := zkl.count(t, id)[id]
+	if before == 0 {
+		t.Fatalf("no ledger of %s in ZooKeeper after producing", id)
+	}
+	e.waitStream(t, ctx, streamName(topic, 0), "trimmed to empty by retention.ms", func(i adminapi.StreamInfo) bool {
+		return i.EndOffset > 0 && i.StartOffset == i.EndOffset
+	})
+	trimmed := time.Since(stopped)
+	deadline := time.Now().Add(2 * time.Minute)
+	for zkl.count(t, id)[id] > 0 {
+		if time.Now().After(deadline) {
+			st, _ := e.c.GCStatus(ctx)
+			t.Fatalf("%s: ledgers still in ZooKeeper 2m after the trim; pending %+v", id, st.Pending)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("%s: %d ledger(s) in ZooKeeper when writes stopped; trimmed to empty after %s, 0 ledgers after %s",
+		profile, before, trimmed.Round(100*time.Millisecond), time.Since(stopped).Round(100*time.Millisecond))
 }
 
 // kill9DuringMaterialization: idempotent producers write without pause

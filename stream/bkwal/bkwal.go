@@ -76,6 +76,13 @@ type Config struct {
 	MaxLedgerEntries int64
 	MaxLedgerBytes   int64
 	MaxLedgerAge     time.Duration
+	// IdleSeal: a stream's current ledger that has taken no run for this
+	// long is sealed by a physical-GC pass (Reclaim) once every committed
+	// run in it is retired (trimmed, materialized, or of a deleted stream),
+	// holds nothing committed, or is past MaxLedgerAge — so an idle
+	// stream's last ledger can be reclaimed (default 30s). Sealing deletes
+	// nothing: the sealed ledger is reclaimed later with the usual proof.
+	IdleSeal time.Duration
 	// OpTimeout bounds one ledger lifecycle step (allocate, create, seal,
 	// recover) (default 60s).
 	OpTimeout time.Duration
@@ -112,6 +119,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxLedgerAge <= 0 {
 		c.MaxLedgerAge = time.Hour
+	}
+	if c.IdleSeal <= 0 {
+		c.IdleSeal = 30 * time.Second
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 60 * time.Second
@@ -265,6 +275,7 @@ type lane struct {
 	queue     []*pendingRun // submitted, not yet sent
 	completes []*pendingRun // sent (or failed), not yet completed
 	stopped   bool
+	roll      *rollRequest // an idle seal asked for by Reclaim
 	wakeSub   chan struct{}
 	wakeComp  chan struct{}
 	subDone   chan struct{}
@@ -324,7 +335,7 @@ func (l *lane) submitLoop() {
 	defer close(l.subDone)
 	for {
 		l.mu.Lock()
-		for len(l.queue) == 0 && !l.stopped {
+		for len(l.queue) == 0 && !l.stopped && l.roll == nil {
 			l.mu.Unlock()
 			select {
 			case <-l.wakeSub:
@@ -333,6 +344,12 @@ func (l *lane) submitLoop() {
 				return
 			}
 			l.mu.Lock()
+		}
+		if roll := l.roll; roll != nil {
+			l.roll = nil
+			l.mu.Unlock()
+			l.idleRoll(roll)
+			continue
 		}
 		if len(l.queue) == 0 {
 			l.mu.Unlock()
@@ -401,7 +418,7 @@ func (l *lane) submit(pr *pendingRun) {
 	}
 	led := l.cur
 	pr.led = led
-	led.runStarted(int64(len(frames)), bytes)
+	led.runStarted(int64(len(frames)), bytes, p.cfg.Now())
 	pr.bytes, pr.sent = bytes, time.Now()
 	crc := uint32(0)
 	for _, f := range frames {

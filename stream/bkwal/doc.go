@@ -22,7 +22,11 @@
 // Rollover: before a run is written, the current ledger is sealed and a new
 // one created when the run's session is not the ledger's, when the ledger
 // is tainted, or when the run would push it past MaxLedgerEntries,
-// MaxLedgerBytes or MaxLedgerAge. A run is never split.
+// MaxLedgerBytes or MaxLedgerAge. A run is never split. A ledger that has
+// taken no run for IdleSeal is sealed by a physical-GC pass once everything
+// committed in it is retired (idle.go), so an idle or deleted stream's last
+// ledger is reclaimed too; the seal is done by the stream's lane, so it
+// never races an append.
 //
 // Taint: an add that failed or whose outcome is unknown (writer broken,
 // fenced), an uncertain create, an ownership change, or a completion of a

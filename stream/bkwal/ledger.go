@@ -33,8 +33,9 @@ type ledger struct {
 	sealOK     bool // the seal settled the ledger's end (closed by us or by a recovery)
 	lastEntry  int64
 	mdVersion  bookkeeper.Version
-	inflight   int // runs sent, not yet completed
-	written    int // runs reported durable
+	lastRun    time.Time // when the last run was started (created, before any)
+	inflight   int       // runs sent, not yet completed
+	written    int       // runs reported durable
 	releasedN  int
 	committed  bool
 	finalizing bool
@@ -44,9 +45,10 @@ type ledger struct {
 	committedEnd int64
 }
 
-func (led *ledger) runStarted(entries, bytes int64) {
+func (led *ledger) runStarted(entries, bytes int64, now time.Time) {
 	led.mu.Lock()
 	defer led.mu.Unlock()
+	led.lastRun = now
 	led.entries += entries
 	led.bytes += bytes
 	led.inflight++
@@ -183,7 +185,7 @@ func (p *Provider) createLedger(ctx context.Context, stream, epoch, token uint64
 		return nil, fmt.Errorf("nereus/bkwal: creating ledger %d: %w", id, err)
 	}
 	led := &ledger{id: id, stream: stream, epoch: epoch, token: token, w: w, created: now, createdMs: rec.createdMs,
-		recVersion: rv, lastEntry: -1}
+		recVersion: rv, lastEntry: -1, lastRun: now}
 	p.mu.Lock()
 	p.ledgers[id] = led
 	p.mu.Unlock()

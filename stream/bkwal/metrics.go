@@ -69,7 +69,8 @@ func newProviderMetrics(m metric.Meter) *providerMetrics {
 		pm.ledgersFailed, pm.ledgersFinal, pm.ledgersDelete} {
 		c.Add(bg, 0)
 	}
-	for _, r := range []string{"new_append_session", "tainted", "entry_limit", "byte_limit", "age_limit"} {
+	for _, r := range []string{"new_append_session", "tainted", "entry_limit", "byte_limit", "age_limit",
+		"idle_retired", "idle_uncommitted", "idle_age_limit"} {
 		pm.rollovers.Add(bg, 0, metric.WithAttributes(attribute.String("reason", r)))
 	}
 	for _, c := range []string{"stream_pointer", "append_refused", "add_failed"} {

@@ -34,6 +34,14 @@ type reclaimState struct {
 // Reclaim implements provider.Reclaimer.
 func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (provider.ReclaimReport, error) {
 	var rep provider.ReclaimReport
+	if !opts.DryRun {
+		// Idle current ledgers are sealed first (idle.go); they settle
+		// asynchronously and are judged by a later pass.
+		if _, err := p.sealIdle(ctx, judge); err != nil {
+			rep.Errors++
+			p.log.Warn("bkwal: idle seal skipped", "err", err)
+		}
+	}
 	prefix := p.writerPrefix(p.cfg.WriterID)
 	recs, err := p.cfg.Meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
 	if err != nil {

@@ -18,6 +18,8 @@ type BuilderOptions struct {
 	// size at which the caller cuts objects (plus one entry) so the buffer
 	// never regrows; zero starts small and grows by doubling.
 	Capacity int
+	// Kind is the object's kind (header flags); KindLossless by default.
+	Kind Kind
 }
 
 // Builder encodes one generation object into a single buffer. Entries are
@@ -29,6 +31,7 @@ type Builder struct {
 	stream, generation uint64
 	start              int64
 	blockBytes         int
+	kind               Kind
 
 	buf    []byte
 	blocks []Block
@@ -51,7 +54,7 @@ func NewBuilder(stream, generation uint64, start int64, opts BuilderOptions) *Bu
 	case bb > MaxBlockBytes:
 		bb = MaxBlockBytes
 	}
-	b := &Builder{blockBytes: bb, digest: sha256.New()}
+	b := &Builder{blockBytes: bb, kind: opts.Kind, digest: sha256.New()}
 	b.buf = make([]byte, 0, max(opts.Capacity, headerLen+entryHeaderLen))
 	b.Reset(stream, generation, start)
 	return b
@@ -65,7 +68,7 @@ func NewBuilder(stream, generation uint64, start int64, opts BuilderOptions) *Bu
 func (b *Builder) Reset(stream, generation uint64, start int64) {
 	b.stream, b.generation, b.start = stream, generation, start
 	b.buf = b.buf[:headerLen]
-	putHeader(b.buf, stream, generation, start)
+	putHeader(b.buf, stream, generation, start, b.kind)
 	b.blocks = b.blocks[:0]
 	b.cur = Block{}
 	b.hashed = 0

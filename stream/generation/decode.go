@@ -120,36 +120,52 @@ func decodeBlock(f *Footer, k int, data []byte, from int64, out []Entry, st *blo
 // PUT whose outcome was unknown (compare the Info) and to rebuild an index
 // from the objects themselves.
 func Verify(obj []byte) (Info, error) {
+	info, _, err := VerifyKind(obj)
+	return info, err
+}
+
+// VerifyKind is Verify that also returns the object's Kind (from the
+// header, which the digest covers). Whoever rebuilds an index from objects
+// must use it: a view must never be taken for a lossless generation.
+func VerifyKind(obj []byte) (Info, Kind, error) {
+	info, kind, err := verify(obj)
+	if err != nil {
+		return Info{}, 0, err
+	}
+	return info, kind, nil
+}
+
+func verify(obj []byte) (Info, Kind, error) {
 	if len(obj) < minObjectLen {
-		return Info{}, corrupt("object too short")
+		return Info{}, 0, corrupt("object too short")
 	}
 	t := obj[len(obj)-trailerLen:]
 	n := uint64(le.Uint32(t[32:36]))
 	if n > uint64(len(obj)) {
-		return Info{}, corrupt("footer length exceeds the object")
+		return Info{}, 0, corrupt("footer length exceeds the object")
 	}
 	f, err := parseFooter(obj[len(obj)-int(n):], int64(len(obj)))
 	if err != nil {
-		return Info{}, err
+		return Info{}, 0, err
 	}
-	stream, gen, start, err := parseHeader(obj[:headerLen])
+	stream, gen, start, kind, err := parseHeader(obj[:headerLen])
 	if err != nil {
-		return Info{}, err
+		return Info{}, 0, err
 	}
 	if stream != f.info.Stream || gen != f.info.Generation || start != f.info.Start {
-		return Info{}, corrupt("header and footer name different objects")
+		return Info{}, 0, corrupt("header and footer name different objects")
 	}
 	if sha256.Sum256(obj[:len(obj)-trailerLen]) != f.info.Digest {
-		return Info{}, corrupt("digest mismatch")
+		return Info{}, 0, corrupt("digest mismatch")
 	}
 	st := blockStats{minTS: math.MaxInt64, maxTS: math.MinInt64}
 	for k, b := range f.blocks {
 		if _, err := decodeBlock(f, k, obj[b.Pos:b.Pos+b.Len], 0, nil, &st); err != nil {
-			return Info{}, err
+			return Info{}, 0, err
 		}
 	}
 	if st.minTS != f.info.MinTS || st.maxTS != f.info.MaxTS {
-		return Info{}, corrupt("timestamp bounds do not match the entries")
+		return Info{}, 0, corrupt("timestamp bounds do not match the entries")
 	}
-	return f.info, nil
+	return f.info, kind, nil
 }

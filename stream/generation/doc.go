@@ -51,7 +51,10 @@
 //	object := header | block+ | footer
 //
 //	header (36 bytes):
-//	  magic "NGEN" [4] | version u16 (=1) | flags u16 (=0) |
+//	  magic "NGEN" [4] | version u16 (=1) | flags u16 |
+//	  (flags: bit 0 = KindView, a lossy read view in which an entry with
+//	  an empty payload is a gap; every other bit must be 0. Objects written
+//	  before session 9 have flags 0 = KindLossless, byte for byte as before.)
 //	  stream u64 | generation u64 | start i64 |
 //	  crc32c u32 (covers the 32 bytes before it)
 //

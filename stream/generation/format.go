@@ -141,10 +141,30 @@ func supported(v uint16) bool { return v == Version }
 
 var le = binary.LittleEndian
 
-func putHeader(b []byte, stream, generation uint64, start int64) {
+// Kind is what an object's entries mean to the core, recorded in the
+// header's flags (and so covered by the digest): a lossless generation (the
+// exact committed entries, flags 0, the only kind before session 9) or a
+// view (a lossy rewrite such as a compacted topic). In a view, an entry with
+// an empty payload is a gap: offsets that exist in the stream but were
+// dropped from the view; its record_count says how many. Both kinds have
+// the same byte layout, so every check of the format holds for both.
+type Kind uint16
+
+const (
+	// KindLossless: the entries are the stream's committed entries byte
+	// for byte. A reader of the lossless stream may only ever use these.
+	KindLossless Kind = 0
+	// KindView (flag bit 0): a lossy read view; empty entries are gaps.
+	KindView Kind = 1
+)
+
+// knownFlags are the header flag bits this package understands.
+const knownFlags = uint16(KindView)
+
+func putHeader(b []byte, stream, generation uint64, start int64, kind Kind) {
 	copy(b[0:4], magic)
 	le.PutUint16(b[4:6], Version)
-	le.PutUint16(b[6:8], 0)
+	le.PutUint16(b[6:8], uint16(kind))
 	le.PutUint64(b[8:16], stream)
 	le.PutUint64(b[16:24], generation)
 	le.PutUint64(b[24:32], uint64(start))
@@ -152,23 +172,24 @@ func putHeader(b []byte, stream, generation uint64, start int64) {
 }
 
 // parseHeader checks the 36-byte header and returns what it names.
-func parseHeader(b []byte) (stream, generation uint64, start int64, err error) {
+func parseHeader(b []byte) (stream, generation uint64, start int64, kind Kind, err error) {
 	if len(b) < headerLen {
-		return 0, 0, 0, corrupt("short header")
+		return 0, 0, 0, 0, corrupt("short header")
 	}
 	if string(b[0:4]) != magic {
-		return 0, 0, 0, corrupt("bad header magic")
+		return 0, 0, 0, 0, corrupt("bad header magic")
 	}
 	if crc32.Checksum(b[:32], castagnoli) != le.Uint32(b[32:36]) {
-		return 0, 0, 0, corrupt("header checksum mismatch")
+		return 0, 0, 0, 0, corrupt("header checksum mismatch")
 	}
 	if v := le.Uint16(b[4:6]); !supported(v) {
-		return 0, 0, 0, corrupt("unsupported header version")
+		return 0, 0, 0, 0, corrupt("unsupported header version")
 	}
-	if le.Uint16(b[6:8]) != 0 {
-		return 0, 0, 0, corrupt("unknown header flags")
+	flags := le.Uint16(b[6:8])
+	if flags&^knownFlags != 0 {
+		return 0, 0, 0, 0, corrupt("unknown header flags")
 	}
-	return le.Uint64(b[8:16]), le.Uint64(b[16:24]), int64(le.Uint64(b[24:32])), nil
+	return le.Uint64(b[8:16]), le.Uint64(b[16:24]), int64(le.Uint64(b[24:32])), Kind(flags), nil
 }
 
 func putMeta(b []byte, m Meta, blocks uint32) {

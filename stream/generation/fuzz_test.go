@@ -32,6 +32,10 @@ func FuzzDecoders(f *testing.F) {
 		f.Add(obj, info.Start, 1)
 		f.Add(obj, info.End-1, math.MaxInt32)
 	}
+	// A view object (header flag bit 0) with gap entries (empty payloads).
+	view, vinfo := build(f, 1, 3, []Entry{{Offset: 10, RecordCount: 2, Payload: []byte("ab")},
+		{Offset: 12, RecordCount: 5}, {Offset: 17, RecordCount: 1, Payload: []byte("c")}}, BuilderOptions{Kind: KindView})
+	f.Add(view, vinfo.Start, 1)
 	f.Add([]byte("NGEN"), int64(0), 0)
 	f.Fuzz(func(t *testing.T, obj []byte, from int64, budget int) {
 		info, verr := Verify(obj)

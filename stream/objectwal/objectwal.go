@@ -61,8 +61,17 @@ type Config struct {
 	// Prefix is the log's key prefix, unique per writer identity (e.g.
 	// "wal/<broker-id>"). Required.
 	Prefix string
-	// FlushInterval bounds how long a run waits before its segment is
-	// sealed (default 5ms). Longer intervals mean fewer, larger PUTs.
+	// FlushMode says when a segment is sealed: FlushGroupCommit (the
+	// default: as soon as the previous segment's upload finished, batching
+	// what arrived meanwhile — latency-first, for a store whose PUT is
+	// cheap) or FlushOnInterval (FlushInterval after the oldest pending
+	// run — cost-first, for a store that charges per PUT).
+	FlushMode FlushMode
+	// FlushInterval is the longest a run waits before its segment is sealed
+	// (default 5ms): with FlushGroupCommit only behind a slow upload, with
+	// FlushOnInterval always. With FlushOnInterval one busy writer issues
+	// about 2/FlushInterval PUTs per second (a segment and a manifest per
+	// flush).
 	FlushInterval time.Duration
 	// FlushBytes seals a segment early at this many buffered bytes
 	// (default 8 MiB).
@@ -76,8 +85,11 @@ type Config struct {
 	CacheBytes int64
 	// TruncateInterval is how often settled manifest entries are dropped
 	// (default 100ms). The manifest is rewritten whole on every flush, so
-	// its size — the runs still unsettled or not yet truncated — is the cost
-	// of each flush; truncating often keeps it to a few rounds' worth.
+	// its size (the runs still unsettled or not yet truncated) is the cost
+	// of each flush; truncating often keeps it to a few rounds' worth. The
+	// truncation rides on the producer's next manifest commit (a commit of
+	// its own only when the writer is idle), and a pass with nothing newly
+	// settled does no I/O.
 	TruncateInterval time.Duration
 	// ScanPrefix is where ScanRuns looks for segments of every writer
 	// (default: the parent of Prefix, e.g. "wal/").
@@ -118,6 +130,19 @@ func (c *Config) withDefaults() error {
 	return nil
 }
 
+// FlushMode is when the Object WAL seals a segment (Config.FlushMode).
+type FlushMode uint8
+
+const (
+	// FlushGroupCommit seals as soon as no segment upload is in flight
+	// (wal.ProducerConfig.GroupCommit); FlushInterval bounds the wait behind
+	// a slow one.
+	FlushGroupCommit FlushMode = iota
+	// FlushOnInterval seals FlushInterval after the oldest pending run (or
+	// at FlushBytes).
+	FlushOnInterval
+)
+
 // Name is the provider name recorded in commit descriptors.
 const Name = "objectwal"
 
@@ -138,7 +163,10 @@ type Provider struct {
 	degradedSince time.Time
 	recoveries    int64
 	lastTruncWarn time.Time
-	closing       bool // Close began: no recovery starts or installs a producer
+	// truncDirty: a write resolved or a run was released since the
+	// truncator's last pass (else it has nothing to do and does no I/O).
+	truncDirty bool
+	closing    bool // Close began: no recovery starts or installs a producer
 
 	outstanding map[string]int               // segment -> runs written, not yet released
 	committed   map[string][]provider.RunRef // segment -> runs released as committed
@@ -218,6 +246,7 @@ func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
 		SegmentPrefix:     p.cfg.Prefix + "/seg",
 		FlushInterval:     p.cfg.FlushInterval,
 		FlushBytes:        p.cfg.FlushBytes,
+		GroupCommit:       p.cfg.FlushMode == FlushGroupCommit,
 		UploadConcurrency: p.cfg.UploadConcurrency,
 		MaxInFlightBytes:  p.cfg.MaxInFlightBytes,
 		Logger:            p.cfg.Logger,
@@ -304,6 +333,7 @@ func (p *Provider) waiter() {
 		if !p.resolvedAny || last > p.resolvedThrough {
 			p.resolvedThrough, p.resolvedAny = last, true
 		}
+		p.truncDirty = true
 		p.mu.Unlock()
 		pw.done(t, nil)
 	}
@@ -467,6 +497,7 @@ func (p *Provider) Release(target provider.Target, committed bool) {
 	}
 	ref, known := p.runsOf[string(target)]
 	delete(p.runsOf, string(target))
+	p.truncDirty = true
 	if committed {
 		if !known {
 			// Not written through this process's Write: identity unknown,
@@ -521,7 +552,11 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 	return nil
 }
 
-// truncator periodically drops manifest entries whose runs are all settled.
+// truncator drops manifest entries whose runs are all settled. It does no
+// I/O unless something was resolved or released since its last pass
+// (truncDirty): an idle node reads and writes nothing. The truncation itself
+// rides on the producer's own manifest commits (wal.Producer.Truncate), so
+// the producer stays the manifest's only writer and never re-plans a CAS.
 func (p *Provider) truncator() {
 	t := time.NewTicker(p.cfg.TruncateInterval)
 	defer t.Stop()
@@ -532,16 +567,18 @@ func (p *Provider) truncator() {
 		case <-t.C:
 		}
 		p.mu.Lock()
-		limit, any := p.resolvedThrough, p.resolvedAny
+		limit, any, dirty := p.resolvedThrough, p.resolvedAny, p.truncDirty
+		p.truncDirty = false
 		p.mu.Unlock()
-		if !any {
+		if !any || !dirty {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		if err := p.truncate(ctx, limit); err != nil && p.ctx.Err() == nil {
+			p.mu.Lock()
+			p.truncDirty = true // try again next tick
 			// At most one warning per 30 s: while the store is down this
 			// fails every TruncateInterval.
-			p.mu.Lock()
 			warn := time.Since(p.lastTruncWarn) >= 30*time.Second
 			if warn {
 				p.lastTruncWarn = time.Now()
@@ -556,64 +593,54 @@ func (p *Provider) truncator() {
 }
 
 // truncate drops the prefix of manifest entries that end at or below limit
-// and hold no outstanding run, then deletes the segments among them that
-// hold no committed run.
+// and hold no outstanding run (in the producer's next manifest commit),
+// then deletes the segments among them that hold no committed run.
 func (p *Provider) truncate(ctx context.Context, limit uint64) error {
-	for attempt := 0; attempt < 8; attempt++ {
-		m, version, ok, err := p.manifest.Load(ctx)
-		if err != nil || !ok {
-			return err
-		}
-		entries, err := m.Entries()
-		if err != nil {
-			return err
-		}
+	p.mu.Lock()
+	prod, down := p.prod, p.down
+	if down == nil {
+		down = p.fatal
+	}
+	p.mu.Unlock()
+	if down != nil {
+		return down
+	}
+	drop, err := prod.Truncate(ctx, func(entries []wal.Entry) (uint64, bool) {
 		var through uint64
-		var drop []wal.Entry
+		any := false
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		for _, e := range entries {
 			if e.End()-1 > limit || p.outstanding[e.Location] > 0 {
 				break
 			}
-			through = e.End() - 1
-			drop = append(drop, e)
+			through, any = e.End()-1, true
+		}
+		return through, any
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range drop {
+		p.mu.Lock()
+		runs := p.committed[e.Location]
+		size := p.segBytes[e.Location]
+		delete(p.committed, e.Location)
+		delete(p.segBytes, e.Location)
+		if len(runs) > 0 {
+			// Referenced by the offset index: physical GC deletes it
+			// once the core retires every committed run in it.
+			p.retain(e.Location, runs, size)
 		}
 		p.mu.Unlock()
-		if len(drop) == 0 {
-			return nil
+		if len(runs) > 0 {
+			continue
 		}
-		if _, err := m.TruncateThrough(through); err != nil {
-			return err
+		if err := p.cfg.Store.Delete(ctx, e.Location, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+			p.log.Warn("deleting garbage segment failed", "segment", e.Location, "err", err)
 		}
-		err = p.manifest.Commit(ctx, m, version)
-		if errors.Is(err, objectstore.ErrPreconditionFailed) {
-			continue // the producer committed meanwhile: reload and re-plan
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range drop {
-			p.mu.Lock()
-			runs := p.committed[e.Location]
-			size := p.segBytes[e.Location]
-			delete(p.committed, e.Location)
-			delete(p.segBytes, e.Location)
-			if len(runs) > 0 {
-				// Referenced by the offset index: physical GC deletes it
-				// once the core retires every committed run in it.
-				p.retain(e.Location, runs, size)
-			}
-			p.mu.Unlock()
-			if len(runs) > 0 {
-				continue
-			}
-			if err := p.cfg.Store.Delete(ctx, e.Location, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
-				p.log.Warn("deleting garbage segment failed", "segment", e.Location, "err", err)
-			}
-		}
-		return nil
 	}
-	return errors.New("objectwal: manifest truncation kept losing the CAS race")
+	return nil
 }
 
 // Close implements provider.Provider.

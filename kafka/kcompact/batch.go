@@ -1,0 +1,139 @@
+package kcompact
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/nereusstream/nereus-go/kafka/kbatch"
+)
+
+// record is one record of a batch as compaction sees it: its offset, key,
+// whether its value is null (a tombstone), and its encoded bytes (length
+// prefix included), kept verbatim so a rewritten batch carries the record
+// exactly as the producer wrote it (offset delta, timestamp delta, headers).
+type record struct {
+	offset    int64
+	key       []byte
+	keyNull   bool
+	tombstone bool
+	raw       []byte
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// decompressor is franz-go's (gzip, snappy incl. xerial framing, lz4, zstd).
+var decompressor = kgo.DefaultDecompressor()
+
+// records decodes the records of batch b (header h), decompressing them.
+func records(b []byte, h kbatch.Header) ([]record, error) {
+	if h.TotalSize() > len(b) || h.TotalSize() < kbatch.HeaderSize {
+		return nil, fmt.Errorf("%w: truncated batch", kbatch.ErrCorrupt)
+	}
+	body := b[kbatch.HeaderSize:h.TotalSize()]
+	if c := h.Codec(); c != kbatch.CodecNone {
+		var err error
+		body, err = decompressor.Decompress(body, kgo.CompressionCodecType(c))
+		if err != nil {
+			return nil, fmt.Errorf("%w: decompressing a batch: %w", kbatch.ErrCorrupt, err)
+		}
+	}
+	out := make([]record, 0, h.NumRecords)
+	for i := int32(0); i < h.NumRecords; i++ {
+		l, k := binary.Varint(body)
+		if k <= 0 || l < 1 || l > int64(len(body)-k) {
+			return nil, fmt.Errorf("%w: record %d length", kbatch.ErrCorrupt, i)
+		}
+		raw := body[:k+int(l)]
+		r := body[k+1 : k+int(l)] // after attributes
+		body = body[k+int(l):]
+		_, n := binary.Varint(r) // timestamp delta
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: record %d timestamp", kbatch.ErrCorrupt, i)
+		}
+		r = r[n:]
+		od, n := binary.Varint(r)
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: record %d offset delta", kbatch.ErrCorrupt, i)
+		}
+		r = r[n:]
+		key, null, r, ok := varBytes(r)
+		if !ok {
+			return nil, fmt.Errorf("%w: record %d key", kbatch.ErrCorrupt, i)
+		}
+		_, vnull, _, ok := varBytes(r)
+		if !ok {
+			return nil, fmt.Errorf("%w: record %d value", kbatch.ErrCorrupt, i)
+		}
+		out = append(out, record{offset: h.BaseOffset + od, key: key, keyNull: null, tombstone: vnull, raw: raw})
+	}
+	return out, nil
+}
+
+func varBytes(b []byte) (v []byte, null bool, rest []byte, ok bool) {
+	l, k := binary.Varint(b)
+	if k <= 0 || l < -1 {
+		return nil, false, nil, false
+	}
+	b = b[k:]
+	if l == -1 {
+		return nil, true, b, true
+	}
+	if l > int64(len(b)) {
+		return nil, false, nil, false
+	}
+	return b[:l], false, b[l:], true
+}
+
+// compressors by codec, built once (franz-go's default client compressor).
+var compressors = func() map[int]kgo.Compressor {
+	m := map[int]kgo.Compressor{}
+	for codec, c := range map[int]kgo.CompressionCodec{kbatch.CodecGzip: kgo.GzipCompression(),
+		kbatch.CodecSnappy: kgo.SnappyCompression(), kbatch.CodecLZ4: kgo.Lz4Compression(), kbatch.CodecZstd: kgo.ZstdCompression()} {
+		if cmp, err := kgo.DefaultCompressor(c); err == nil && cmp != nil {
+			m[codec] = cmp
+		}
+	}
+	return m
+}()
+
+// rebuild writes batch b (header h) with only the records kept. Everything
+// Kafka clients check stays as it was: base offset, lastOffsetDelta (so
+// the batch still covers its offsets and the consumer's position moves past
+// them), timestamps, producer id/epoch/base sequence, attributes (the same
+// codec; uncompressed if it cannot be recompressed as it was). Length,
+// record count and CRC are recomputed. Kafka's log cleaner does the same
+// (MemoryRecords.filterTo keeps the base and last offsets of a v2 batch).
+func rebuild(b []byte, h kbatch.Header, kept []record) []byte {
+	var body []byte
+	for _, r := range kept {
+		body = append(body, r.raw...)
+	}
+	attrs := uint16(h.Attributes)
+	if c := h.Codec(); c != kbatch.CodecNone {
+		cmp := compressors[c]
+		var buf bytes.Buffer
+		var got kgo.CompressionCodecType = -1
+		var z []byte
+		if cmp != nil {
+			z, got = cmp.Compress(&buf, body)
+		}
+		if cmp != nil && int(got) == c {
+			body = append([]byte(nil), z...)
+		} else {
+			attrs &^= kbatch.AttrCompressionMask
+		}
+	}
+	out := make([]byte, kbatch.HeaderSize, kbatch.HeaderSize+len(body))
+	copy(out, b[:kbatch.HeaderSize])
+	out = append(out, body...)
+	be := binary.BigEndian
+	be.PutUint32(out[8:], uint32(len(out)-12))
+	be.PutUint16(out[21:], attrs)
+	be.PutUint32(out[57:], uint32(len(kept)))
+	be.PutUint32(out[17:], crc32.Checksum(out[21:], castagnoli))
+	return out
+}

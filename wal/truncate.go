@@ -1,0 +1,141 @@
+package wal
+
+import (
+	"context"
+	"fmt"
+)
+
+// TruncatePlan chooses, from the manifest's entries (oldest first, as the
+// producer holds them: no read of the store), the record sequence through
+// which entries are dropped (Manifest.TruncateThrough); ok false drops
+// nothing. It runs on the producer's committer goroutine, once per commit
+// attempt, so it must be quick and must not call the producer.
+type TruncatePlan func(entries []Entry) (through uint64, ok bool)
+
+// truncReq is one Truncate call waiting for the commit that carries it.
+type truncReq struct {
+	plan    TruncatePlan
+	dropped []Entry // of the latest attempt (committer-owned until done)
+	done    chan truncResult
+}
+
+type truncResult struct {
+	dropped []Entry
+	err     error
+}
+
+// Truncate drops a prefix of the manifest's entries in the producer's own
+// manifest commits, so the producer stays the only writer of its manifest:
+// a truncation never races an append's CAS (no re-planning, no extra
+// round trip on the append path), and needs no read of the store. The
+// request is folded into the next batch commit when segments are on their
+// way; on an idle producer it is a commit of its own. Truncate returns the
+// entries the landed commit dropped. An error means the truncation is not
+// known to have landed: treat its entries as still referenced.
+func (p *Producer) Truncate(ctx context.Context, plan TruncatePlan) ([]Entry, error) {
+	r := &truncReq{plan: plan, done: make(chan truncResult, 1)}
+	select {
+	case p.truncQ <- r:
+		p.truncSent.Add(1)
+	case <-p.committerDone:
+		return nil, ErrHalted
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.dropped, res.err
+	case <-p.committerDone:
+		select {
+		case res := <-r.done:
+			return res.dropped, res.err
+		default:
+			return nil, ErrHalted
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pipelineIdle reports whether no Append is pending and no segment is being
+// uploaded, i.e. no batch commit is coming that a truncation could join.
+func (p *Producer) pipelineIdle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending) == 0 && p.uploading == 0
+}
+
+// drainTruncs takes the queued truncation requests without blocking.
+func (p *Producer) drainTruncs() {
+	for {
+		select {
+		case r := <-p.truncQ:
+			p.truncs = append(p.truncs, r)
+		default:
+			return
+		}
+	}
+}
+
+// planTruncs applies the held truncation requests to work, the manifest a
+// commit attempt is about to write, before that attempt's new entries are
+// appended (so a plan never sees, and never drops, the batch's own entries).
+func (p *Producer) planTruncs(work *Manifest) error {
+	for _, r := range p.truncs {
+		r.dropped = nil
+		entries, err := work.Entries()
+		if err != nil {
+			return err
+		}
+		through, ok := r.plan(entries)
+		if !ok {
+			continue
+		}
+		for _, e := range entries {
+			if e.Sequence+e.RangeSize()-1 > through {
+				break
+			}
+			r.dropped = append(r.dropped, e)
+		}
+		if _, err := work.TruncateThrough(through); err != nil {
+			return fmt.Errorf("nereus/wal: truncation: %w", err)
+		}
+	}
+	return nil
+}
+
+// commitTruncation commits the held truncation requests alone. A failure
+// does not halt the producer: nothing of an Append rides on it, and the next
+// batch commit re-reads the manifest if the failure left the cached version
+// behind (a free re-plan at our epoch).
+func (p *Producer) commitTruncation() {
+	p.drainTruncs()
+	if err := p.haltedErr(); err != nil {
+		p.failTruncs(err)
+		return
+	}
+	if _, after, _, err := p.commitEntries(nil); err != nil {
+		p.failTruncs(err)
+	} else {
+		p.resolveTruncs()
+		if after != nil {
+			p.halt(after)
+		}
+	}
+}
+
+func (p *Producer) resolveTruncs() {
+	for _, r := range p.truncs {
+		r.done <- truncResult{dropped: r.dropped}
+	}
+	clear(p.truncs)
+	p.truncs = p.truncs[:0]
+}
+
+func (p *Producer) failTruncs(err error) {
+	for _, r := range p.truncs {
+		r.done <- truncResult{err: err}
+	}
+	clear(p.truncs)
+	p.truncs = p.truncs[:0]
+}
