@@ -22,7 +22,7 @@ import (
 // generation reader shares footer loads between goroutines through a
 // channel, which a parked coroutine would deadlock.
 //
-// Deleted objects are kept in a grave, for the oracle only; onDelete is
+// Deleted objects are kept in a grave (for debugging a replay); onDelete is
 // called before an object is deleted (the GC invariants).
 type simObjects struct {
 	w        *simWorld
@@ -149,13 +149,4 @@ func (s *simObjects) List(ctx context.Context, prefix string) iter.Seq2[objectst
 			}
 		}
 	}
-}
-
-// raw returns an object's bytes, deleted or not (the oracle's view).
-func (s *simObjects) raw(key string) ([]byte, bool) {
-	if o := s.objs[key]; o != nil {
-		return o.data, true
-	}
-	b, ok := s.grave[key]
-	return b, ok
 }

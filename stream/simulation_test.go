@@ -778,31 +778,6 @@ func isResolved(f *AppendFuture) bool {
 	}
 }
 
-// fullLog reads a stream's whole committed history, trimmed part
-// included (trim moves the start offset; the runs stay indexed), straight
-// from the store through auditor p: the ground truth the final checks and
-// the resolution of unknown outcomes use.
-func (h *simHarness) fullLog(p *simProc, st *simStream) (string, bool) {
-	hd, _, err := p.core.readHead(simCtx, st.id)
-	if err != nil {
-		h.violate("audit: stream %d head: %v", st.idx, err)
-		return "", false
-	}
-	var b strings.Builder
-	for next := int64(0); next < hd.End; {
-		entries, err := p.core.readEntries(simCtx, hd, next, ReadOptions{MaxBytes: 1 << 20, MaxEntries: 1000})
-		if err != nil || len(entries) == 0 {
-			h.violate("audit: stream %d from %d: %v (%d entries)", st.idx, next, err, len(entries))
-			return "", false
-		}
-		for _, e := range entries {
-			b.WriteString(entryString(string(e.Payload), e.Offset, e.RecordCount))
-			next = e.Offset + int64(e.RecordCount)
-		}
-	}
-	return b.String(), true
-}
-
 // checkFinal runs after the world settled: every acknowledged append is at
 // its offsets, no payload appears twice, and every "maybe committed"
 // outcome is replaced by what really happened, as the full log shows (the
