@@ -43,7 +43,7 @@ type Config struct {
 	// index publication (default 256).
 	MaxPendingRuns int
 	// RetentionInterval is how often retention is enforced on the streams
-	// this process owns (default 5s).
+	// this process owns (default 1s).
 	RetentionInterval time.Duration
 	// ObjectStore holds generation objects. Without it streams are never
 	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
@@ -86,7 +86,7 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 5 * time.Second
+		c.RetentionInterval = time.Second
 	}
 	c.Lifecycle.withDefaults()
 	if c.Logger == nil {

@@ -23,11 +23,33 @@ type LifecycleConfig struct {
 	// DisableMaterialization turns background materialization off (tests,
 	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
 	DisableMaterialization bool
-	// GCInterval is how often logical and physical GC run (default 2s).
+	// MaxMaterializeLag bounds a stream's committed payload not yet in a
+	// generation for the profiles that materialize in the background (all
+	// but BOOKKEEPER_WAL_ONLY and BOOKKEEPER_WAL_SYNC_OBJECT): beyond it,
+	// appends to the stream are refused with ErrStorageUnavailable
+	// (retriable) until materialization catches up, so a stuck or slow
+	// materializer cannot grow the WAL without bound. Streams that are not
+	// materialized on purpose (short time retention, materialization
+	// disabled) are not limited. Default 1 GiB; negative: no bound.
+	MaxMaterializeLag int64
+	// DisableMerge turns off merging adjacent small generations into larger
+	// ones (merge.go). Merges never run in a GC dry run.
+	DisableMerge bool
+	// GCInterval is how often logical and physical GC run (default 1s).
 	GCInterval time.Duration
 	// GCGrace is how long a source stays after it was unpublished and no
-	// protection needs it before its bytes are deleted (default 5s).
+	// protection needs it before its bytes are deleted (default 2s). Reads
+	// do not depend on it for safety (a read takes its protection before it
+	// reads the head, and one that finds its source gone resolves again);
+	// it covers clock skew and lease-write visibility, and it delays space
+	// reclaim by its length.
 	GCGrace time.Duration
+	// OrphanGrace is how old an unreferenced generation object must be
+	// before the orphan sweep journals it (a task's PUT whose publication
+	// never happened). A materialization or merge task is bounded by two
+	// thirds of it, so it must exceed how long a task takes (default 30s,
+	// at least GCGrace).
+	OrphanGrace time.Duration
 	// GCDryRun makes GC report what it would delete and delete nothing.
 	GCDryRun bool
 	// GCDisabled turns physical and logical GC off entirely.
@@ -77,10 +99,16 @@ func (l *LifecycleConfig) withDefaults() {
 		l.MaterializeConcurrency = 2
 	}
 	if l.GCInterval <= 0 {
-		l.GCInterval = 2 * time.Second
+		l.GCInterval = time.Second
 	}
 	if l.GCGrace <= 0 {
-		l.GCGrace = 5 * time.Second
+		l.GCGrace = 2 * time.Second
+	}
+	if l.MaxMaterializeLag == 0 {
+		l.MaxMaterializeLag = 1 << 30
+	}
+	if l.OrphanGrace <= 0 {
+		l.OrphanGrace = max(30*time.Second, l.GCGrace)
 	}
 	if l.LeaseTTL <= 0 {
 		l.LeaseTTL = 30 * time.Second
