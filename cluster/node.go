@@ -53,6 +53,10 @@ type Config struct {
 	// HandoffWait bounds how long Writer waits for a live previous owner
 	// to release a stream before answering ErrHandoffPending (default 10s).
 	HandoffWait time.Duration
+	// AdoptAfter is how long another writer's node must have been gone
+	// from the registry before this node may adopt its physical sources
+	// (ShouldAdopt; default DefaultAdoptAfter).
+	AdoptAfter time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -79,6 +83,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.HandoffWait <= 0 {
 		c.HandoffWait = 10 * time.Second
+	}
+	if c.AdoptAfter <= 0 {
+		c.AdoptAfter = DefaultAdoptAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -152,6 +159,11 @@ type Node struct {
 	kick        chan struct{} // wakes the reconcile loop
 
 	stats stats
+
+	// adoptMu guards absentSince: when this node first saw each writer
+	// absent from its view (ShouldAdopt).
+	adoptMu     sync.Mutex
+	absentSince map[string]time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -39,8 +39,7 @@
 //
 // Differences from the real broker:
 //   - No consumer-level maxUnackedMessages blocking, no replicated
-//     subscriptions, no read_compacted (compaction does not exist), no
-//     delayed delivery; Key_Shared ignores priority levels (as Pulsar's
+//     subscriptions, no delayed delivery; Key_Shared ignores priority levels (as Pulsar's
 //     consistent-hashing selector does) and allowOutOfOrderDelivery.
 
 package pulsar
@@ -131,9 +130,18 @@ func subscribe(ctx context.Context, c *conn, cmd *pb.CommandSubscribe) (*consume
 	if err := checkConsumerSchema(ctx, c.s, name, cmd.GetSchema()); err != nil {
 		return nil, false, err
 	}
+	if cmd.GetReadCompacted() && (name.Domain != "persistent" ||
+		cmd.GetSubType() != pb.CommandSubscribe_Exclusive && cmd.GetSubType() != pb.CommandSubscribe_Failover) {
+		// As Pulsar's broker: compacted reads need a single active consumer.
+		return nil, false, newError(pb.ServerError_NotAllowedError,
+			"Read compacted can only be used with exclusive or failover persistent subscriptions")
+	}
 	sub, err := t.openSubscription(ctx, cmd)
 	if err != nil {
 		return nil, false, err
+	}
+	if cmd.GetReadCompacted() {
+		sub.call(func() { sub.readCompacted = true })
 	}
 	cons := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), c: c, sub: sub, subType: cmd.GetSubType(),
 		priority: cmd.GetPriorityLevel(), pendingSlots: map[int64]int{}, since: time.Now(), metadata: kvMap(cmd.GetMetadata())}

@@ -44,6 +44,8 @@ var topicRoutes = map[string]httpKind{
 	"DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/deduplicationEnabled":                      kindTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{ns}/deduplication":                                      kindTenantAdmin,
 	"DELETE /admin/v2/namespaces/{tenant}/{ns}/deduplication":                                   kindTenantAdmin,
+	"PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction":                                   kindTenantAdmin,
+	"GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction":                                   kindTenantAdmin,
 }
 
 func init() {
@@ -57,6 +59,8 @@ func (a *httpAPI) registerTopicRoutes(mux handleFuncer) {
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/internal-stats", a.internalStats)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-internalStats", a.partitionedInternalStats)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/unload", a.perPartition(a.unloadTopic))
+	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction", a.perPartition(a.triggerCompaction))
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction", a.compactionStatus)
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{ns}/unload", a.unloadNamespace)
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor", a.perPartition(a.resetCursorByID))
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip/{n}", a.perPartition(a.skipMessages))

@@ -38,7 +38,9 @@ type Server struct {
 	topics    map[string]*topicLoad
 	closing   bool
 	wg        sync.WaitGroup // connection and background goroutines
-	advertise string
+
+	compactions compactions // last compaction pass per topic (compaction.go)
+	advertise   string
 
 	// cluster decides which topics this broker serves (cfg.Cluster, or a
 	// cluster of one the server made: ownCluster).

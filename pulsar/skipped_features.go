@@ -18,7 +18,10 @@ package pulsar
 //     to polling GET_TOPICS_OF_NAMESPACE).
 //   - Message chunking: chunks are stored and dispatched as ordinary entries
 //     (clients reassemble); no broker-side chunk validation.
-//   - Compaction and read_compacted: no compacted view exists.
+//   - Compaction (compaction.go) runs only when triggered (PUT .../compaction):
+//     no automatic compaction threshold policy; compressed batches are not
+//     compacted (kept whole); compacted reads are served to Exclusive and
+//     Failover subscriptions as Pulsar does.
 //   - Publish/dispatch rate limits, namespace bundles and load balancing.
 //   - Acknowledgement-driven trimming by default: Apache Pulsar's default
 //     retention (0, 0) deletes what every subscription acknowledged; the

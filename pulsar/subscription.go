@@ -41,21 +41,24 @@ type subscription struct {
 	stopOnce sync.Once
 
 	// loop-owned
-	subType      pb.CommandSubscribe_SubType
-	consumers    []*consumer
-	rr           int
-	readPos      int64                 // next offset to read for first delivery
-	pending      map[int64]*consumer   // delivered, not yet acknowledged
-	replay       map[int64]*replayItem // to deliver again (redelivery, key order)
-	redeliveries map[int64]uint32
-	slotPending  map[int]*slotState // Key_Shared: sticky-key hash -> consumer holding unacked entries
-	replaySlots  map[int]int        // Key_Shared: sticky-key hash -> entries waiting in replay
-	keyMode      pb.KeySharedMode   // Key_Shared: AUTO_SPLIT (consistent hashing) or STICKY
-	ring         *keyshared.Ring[*consumer]
-	active       *consumer // Failover
-	notify       <-chan struct{}
-	retryAt      time.Time
-	delayed      delayedIndex // entries held back until their deliver_at_time (delayed.go)
+	subType pb.CommandSubscribe_SubType
+	// readCompacted: a consumer asked for compacted reads (compaction.go):
+	// first deliveries come from the topic's compacted view.
+	readCompacted bool
+	consumers     []*consumer
+	rr            int
+	readPos       int64                 // next offset to read for first delivery
+	pending       map[int64]*consumer   // delivered, not yet acknowledged
+	replay        map[int64]*replayItem // to deliver again (redelivery, key order)
+	redeliveries  map[int64]uint32
+	slotPending   map[int]*slotState // Key_Shared: sticky-key hash -> consumer holding unacked entries
+	replaySlots   map[int]int        // Key_Shared: sticky-key hash -> entries waiting in replay
+	keyMode       pb.KeySharedMode   // Key_Shared: AUTO_SPLIT (consistent hashing) or STICKY
+	ring          *keyshared.Ring[*consumer]
+	active        *consumer // Failover
+	notify        <-chan struct{}
+	retryAt       time.Time
+	delayed       delayedIndex // entries held back until their deliver_at_time (delayed.go)
 }
 
 type replayItem struct {
@@ -227,13 +230,23 @@ func (s *subscription) dispatch() bool {
 		s.readPos >= end || !s.canReceive() {
 		return progressed
 	}
-	entries, next, err := s.t.ledger.Read(ctx, s.readPos, s.t.s.cfg.DispatchBatch, 4<<20)
+	read := s.t.ledger.Read
+	if s.readCompacted {
+		read = s.t.ledger.ReadCompacted
+	}
+	entries, next, err := read(ctx, s.readPos, s.t.s.cfg.DispatchBatch, 4<<20)
 	if err != nil {
 		s.readFailed(err)
 		return progressed
 	}
 	for i := range entries {
 		e := &entries[i]
+		if s.readCompacted && e.Offset > s.readPos {
+			// Compaction removed [readPos, e.Offset): nothing there is
+			// ever delivered from the view, so the cursor moves past it.
+			s.cursor.AckRange(s.readPos, e.Offset)
+			s.readPos = e.Offset
+		}
 		if s.cursor.IsAcked(e.Offset, e.Count) {
 			s.readPos = e.End()
 			continue
@@ -267,6 +280,9 @@ func (s *subscription) dispatch() bool {
 		progressed = true
 	}
 	if len(entries) == 0 {
+		if s.readCompacted && next > s.readPos {
+			s.cursor.AckRange(s.readPos, next)
+		}
 		s.readPos = max(s.readPos, next)
 	}
 	return progressed

@@ -90,7 +90,7 @@ func joinCluster(cfg Config, nodeID string, storage stream.Storage, meta metadat
 	}
 	return cluster.Join(ctx, cluster.Config{Metadata: meta, Storage: storage, NodeID: nodeID, KafkaBrokerID: id,
 		Rack: cfg.Rack, Version: Version, Weight: cfg.ClusterWeight, Endpoints: registryEndpoints(eps, logger),
-		SessionTTL: cfg.ClusterSessionTTL, StreamSessionTTL: cfg.SessionTTL, Logger: logger})
+		SessionTTL: cfg.ClusterSessionTTL, StreamSessionTTL: cfg.SessionTTL, AdoptAfter: cfg.Lifecycle.GCAdoptAfter, Logger: logger})
 }
 
 // clusterCollector exports the node's cluster counters at scrape time.
@@ -230,6 +230,13 @@ func (l *lateOwnership) get() *cluster.Node {
 func (l *lateOwnership) OwnsStream(name string) bool {
 	n := l.get()
 	return n != nil && n.OwnsStream(name)
+}
+
+// ShouldAdopt implements stream.AdoptionPolicy (nothing before the node
+// joined).
+func (l *lateOwnership) ShouldAdopt(writer string) bool {
+	n := l.get()
+	return n != nil && n.ShouldAdopt(writer)
 }
 
 // Changes implements stream.Ownership.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/stream"
 )
 
@@ -34,12 +35,19 @@ type LifecycleSettings struct {
 	// LeaseTTL is the lifetime of a durable reader protection without
 	// renewal (default 30s).
 	LeaseTTL time.Duration
+	// GCAdoptAfter is how long another node must have been gone from the
+	// cluster registry before its Object WAL log and BookKeeper ledgers are
+	// adopted and reclaimed by one live node (default 10m);
+	// GCAdoptScanInterval how often GC looks for such writers (default 1m).
+	GCAdoptAfter        time.Duration
+	GCAdoptScanInterval time.Duration
 }
 
 // DefaultLifecycleSettings returns the core's defaults.
 func DefaultLifecycleSettings() LifecycleSettings {
 	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second}
+		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second,
+		GCAdoptAfter: cluster.DefaultAdoptAfter, GCAdoptScanInterval: time.Minute}
 }
 
 func (l LifecycleSettings) validate() []error {
@@ -48,7 +56,7 @@ func (l LifecycleSettings) validate() []error {
 		errs = append(errs, fmt.Errorf("generation-bytes %d must be at least 4KiB", l.GenerationBytes))
 	}
 	for name, d := range map[string]time.Duration{"generation-max-age": l.GenerationMaxAge, "gc-interval": l.GCInterval,
-		"gc-grace": l.GCGrace, "lease-ttl": l.LeaseTTL} {
+		"gc-grace": l.GCGrace, "lease-ttl": l.LeaseTTL, "gc-adopt-after": l.GCAdoptAfter, "gc-adopt-scan-interval": l.GCAdoptScanInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, d))
 		}
@@ -63,7 +71,7 @@ func (l LifecycleSettings) validate() []error {
 func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
 	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
 		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
-		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL}
+		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL, AdoptScanInterval: l.GCAdoptScanInterval}
 }
 
 var lifecycleSettings = []setting{
@@ -75,6 +83,8 @@ var lifecycleSettings = []setting{
 	boolSetting("gc-dry-run", "report what GC would delete and delete nothing", func(c *Config) *bool { return &c.Lifecycle.GCDryRun }),
 	boolSetting("gc-disabled", "turn GC off entirely (space is never reclaimed)", func(c *Config) *bool { return &c.Lifecycle.GCDisabled }),
 	durSetting("lease-ttl", "lifetime of a durable reader protection without renewal", func(c *Config) *time.Duration { return &c.Lifecycle.LeaseTTL }),
+	durSetting("gc-adopt-after", "how long another node must be gone from the cluster registry before one live node adopts and reclaims its WAL log and ledgers", func(c *Config) *time.Duration { return &c.Lifecycle.GCAdoptAfter }),
+	durSetting("gc-adopt-scan-interval", "how often GC looks for dead nodes' WAL logs and ledgers to adopt", func(c *Config) *time.Duration { return &c.Lifecycle.GCAdoptScanInterval }),
 }
 
 func init() { settings = append(settings, lifecycleSettings...) }

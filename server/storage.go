@@ -179,7 +179,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		logger.Info("BookKeeper WAL enabled", "zk", cfg.BookKeeperZK, "root", cfg.BookKeeperRoot)
 	}
 	core, err := stream.Open(ctx, cfg.coreConfig(stream.Config{Metadata: meta, ObjectWAL: wal, BookKeeperWAL: bkWAL,
-		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(), Ownership: own,
+		ObjectStore: objects, Lifecycle: cfg.Lifecycle.coreLifecycle(), Ownership: own, Adoption: adoptionOf(own),
 		WriterID: nodeID, Logger: logger.With("component", "stream")}))
 	if err != nil {
 		_ = wal.Close(ctx)
@@ -222,3 +222,12 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// adoptionOf is the core's adoption policy: the cluster node's (through
+// the late binding), nil when ownership is not the cluster's.
+func adoptionOf(own stream.Ownership) stream.AdoptionPolicy {
+	if a, ok := own.(stream.AdoptionPolicy); ok {
+		return a
+	}
+	return nil
+}

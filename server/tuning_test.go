@@ -100,7 +100,7 @@ func TestParseBytes(t *testing.T) {
 func TestLifecycleDefaultsMatchCore(t *testing.T) {
 	got := DefaultLifecycleSettings().coreLifecycle()
 	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second}
+		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second, AdoptScanInterval: time.Minute}
 	if got != want {
 		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
 	}

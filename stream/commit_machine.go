@@ -38,6 +38,7 @@ import (
 //     head (and, for a fenced owner, the offset index) proves it.
 type commitMachine struct {
 	id             ID
+	headKey        string // headKey(id), built once
 	provider       string // provider name recorded in descriptors
 	sync           bool   // ack waits for index publication (OBJECT_WAL_SYNC_OBJECT)
 	genSync        bool   // ack waits for a published generation (BOOKKEEPER_WAL_SYNC_OBJECT)
@@ -113,7 +114,7 @@ type mutationOp struct {
 type indexItem struct {
 	d         descriptor
 	confirmed bool
-	addedMs   int64 // when the commit was applied (publication batching)
+	inherited bool // in the head this owner started from: publish at once
 }
 
 type headCAS struct {
@@ -156,14 +157,19 @@ type settleProbe struct {
 
 // Index publication batching. An OBJECT_WAL_ASYNC_OBJECT stream's commits
 // wait in the head's Pending list (where reads already find them) until
-// indexBatchCommits of them accumulate or the oldest is indexBatchDelay
-// old, and are then published as ONE merged index entry: with many streams
-// each taking one commit per round, an index put per commit would rewrite a
-// metadata page per stream per round. OBJECT_WAL_SYNC_OBJECT streams publish
-// every round, since their acknowledgement waits for it.
+// indexBatchCommits of them accumulate or their descriptors reach
+// indexBatchBytes, and are then published as ONE merged index entry: with
+// many streams each taking one commit per round, an index put per commit
+// would double the metadata writes per append. There is deliberately no
+// time trigger: it would need a timer per stream, and with thousands of
+// slow streams it would publish nearly every commit on its own (the head's
+// size, which is all the batching costs, is bounded by the two limits).
+// Descriptors inherited from an earlier owner publish at once, and
+// OBJECT_WAL_SYNC_OBJECT streams publish every round, since their
+// acknowledgement waits for it.
 const (
 	indexBatchCommits = 8
-	indexBatchDelayMs = 1000
+	indexBatchBytes   = 16 << 10
 )
 
 // compactPendingAt is how many index-confirmed runs a head may carry before
@@ -175,7 +181,7 @@ const unknownBackoffMs = int64(unknownBackoff / 1e6)
 
 func newCommitMachine(h *head, v metadata.Version, sess Session, providerName string, ttlMs int64, maxPendingRuns int) *commitMachine {
 	m := &commitMachine{
-		id: h.ID, provider: providerName, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
+		id: h.ID, headKey: headKey(h.ID), provider: providerName, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
 		sessionTTLMs: ttlMs, maxPendingRuns: maxPendingRuns,
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
@@ -183,7 +189,7 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
-		m.toIndex = append(m.toIndex, &indexItem{d: d})
+		m.toIndex = append(m.toIndex, &indexItem{d: d, inherited: true})
 	}
 	if len(m.toIndex) > 0 {
 		m.rd.kick = true
@@ -457,13 +463,13 @@ func (m *commitMachine) prepareRound(ops []metadata.Op, nowMs int64) []metadata.
 			m.wakeAt(m.retryAtMs)
 			return ops
 		}
-		m.round = append(m.round, roundReq{kind: roundSettleRead, op: metadata.Op{Kind: metadata.OpGet, Key: headKey(m.id)}})
+		m.round = append(m.round, roundReq{kind: roundSettleRead, op: metadata.Op{Kind: metadata.OpGet, Key: m.headKey}})
 		return append(ops, m.round[0].op)
 	}
 	if m.fatal != nil {
 		return ops
 	}
-	m.prepareIndex(nowMs)
+	m.prepareIndex()
 	m.prepareHead(nowMs)
 	for _, r := range m.round {
 		ops = append(ops, r.op)
@@ -500,20 +506,30 @@ func (m *commitMachine) wakeAt(ms int64) {
 	}
 }
 
-func (m *commitMachine) prepareIndex(nowMs int64) {
-	var pending []*indexItem
+// indexDue reports how many committed runs await index publication and
+// whether they should be published in this round.
+func (m *commitMachine) indexDue() (n int, due bool) {
+	size, inherited := 0, false
+	for _, it := range m.toIndex {
+		if !it.confirmed {
+			n++
+			size += it.d.sizeHint()
+			inherited = inherited || it.inherited
+		}
+	}
+	due = n > 0 && (m.sync || inherited || n >= indexBatchCommits || size >= indexBatchBytes || len(m.head.Pending) >= m.maxPendingRuns/2)
+	return n, due
+}
+
+func (m *commitMachine) prepareIndex() {
+	n, due := m.indexDue()
+	if !due {
+		return
+	}
+	pending := make([]*indexItem, 0, n)
 	for _, it := range m.toIndex {
 		if !it.confirmed {
 			pending = append(pending, it)
-		}
-	}
-	if len(pending) == 0 {
-		return
-	}
-	if !m.sync && len(pending) < indexBatchCommits && m.fatal == nil && len(m.head.Pending) < m.maxPendingRuns/2 {
-		if due := pending[0].addedMs + indexBatchDelayMs; due > nowMs {
-			m.wakeAt(due)
-			return
 		}
 	}
 	// Merge runs of consecutive commits of one session into one entry.
@@ -551,6 +567,7 @@ func mergeable(a, b descriptor) bool {
 
 func mergeDescriptors(group []*indexItem) descriptor {
 	d := group[0].d
+	d.enc = nil // about to change
 	d.Parts = append([]part(nil), d.Parts...)
 	for _, it := range group[1:] {
 		n := it.d
@@ -688,6 +705,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = append(cas.ops, op)
 		}
 		d.CumBytes = next.CommittedBytes + d.Bytes
+		d = d.cached() // encoded once, rewritten with the head every round
 		next.Pending = append(next.Pending, d)
 		next.End = d.End
 		next.CommittedBytes = d.CumBytes
@@ -702,7 +720,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 		next.Session.ExpiresMs = max(next.Session.ExpiresMs, nowMs+m.sessionTTLMs)
 	}
 	m.round = append(m.round, roundReq{kind: roundHeadCAS, cas: cas,
-		op: metadata.Op{Kind: metadata.OpPut, Key: headKey(m.id), Value: next.encode(), Expected: m.version}})
+		op: metadata.Op{Kind: metadata.OpPut, Key: m.headKey, Value: next.encode(), Expected: m.version}})
 }
 
 // onHeadResult settles the round's head CAS.
@@ -752,7 +770,7 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	if n := len(cas.ops); n > 0 {
 		clear(m.queue[:n])
 		m.queue = m.queue[n:]
-		m.toIndex = append(m.toIndex, &indexItem{d: cas.desc, addedMs: nowMs})
+		m.toIndex = append(m.toIndex, &indexItem{d: cas.desc})
 	}
 	for _, op := range cas.ops {
 		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
@@ -774,7 +792,32 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	}
 	m.releaseGenWaiters()
 	m.rd.headChanged = true
-	m.rd.kick = true // publish the index entries, pick up more work
+	// Only when the next round has something of ours to send: with
+	// thousands of streams, a wasted visit per stream per round is a
+	// per-stream cost paid by every round.
+	m.rd.kick = m.rd.kick || m.roundWork()
+}
+
+// roundWork reports whether prepareRound would find something to do now
+// (an append whose WAL write finished, a mutation, a renewal, an index
+// publication or Pending compaction that is due, a settling read).
+func (m *commitMachine) roundWork() bool {
+	if m.unsettled != nil {
+		return m.probe == nil
+	}
+	if m.fatal != nil {
+		return false
+	}
+	if len(m.mutations) > 0 || m.renewWanted {
+		return true
+	}
+	if len(m.queue) > 0 && !m.queue[0].sent && m.queue[0].walState == walDone {
+		return true
+	}
+	if _, due := m.indexDue(); due {
+		return true
+	}
+	return m.droppablePending() >= compactPendingAt
 }
 
 // releaseGenWaiters acknowledges BOOKKEEPER_WAL_SYNC_OBJECT appends that a

@@ -52,6 +52,9 @@ type Config struct {
 	Lifecycle LifecycleConfig
 	// Ownership says which streams' lifecycle work runs here (nil: all).
 	Ownership Ownership
+	// Adoption says when another writer's physical sources are adopted by
+	// this process's GC (adopt.go; nil: never, as a single node).
+	Adoption AdoptionPolicy
 	// Logger receives lifecycle events. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests inject their own.
@@ -118,6 +121,7 @@ type Core struct {
 	gens      *genReader // nil without Config.ObjectStore
 	mat       *materializer
 	gc        gcState
+	adopt     adoptionState
 	guards    retentionGuards
 	views     viewState
 	lc        lcMetrics
@@ -275,6 +279,7 @@ func (c *Core) Close() error {
 	c.mu.Unlock()
 	c.background.Wait()
 	c.watch.stop()
+	c.closeAdoptions()
 	var errs []error
 	for _, p := range c.providers() {
 		if err := p.Close(ctx); err != nil {

@@ -229,7 +229,12 @@ type gcState struct {
 	status GCStatus
 	audit  []GCEvent
 	passN  int
-	swept  map[ID]bool // streams whose orphan generation objects were swept this process
+	// swept: when each stream's generation objects were last listed for
+	// orphans (this process); sweepPass / sweepsInPass bound the listings
+	// per GC pass.
+	swept        map[ID]time.Time
+	sweepPass    int
+	sweepsInPass int
 }
 
 func (c *Core) audit(kind, unit string, bytes int64, reason string) {
@@ -287,27 +292,10 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
 		}
-		kind := "segment"
-		if p.Name() != "objectwal" {
-			kind = "ledger"
-		}
-		for _, u := range rep.Pending {
-			pend.add(GCPending{Kind: kind, Unit: u.Unit, Bytes: u.Bytes, Reason: u.Reason})
-		}
-		pend.count += rep.PendingCount - len(rep.Pending)
-		pend.bytes += rep.PendingBytes
-		for _, u := range rep.Pending {
-			pend.bytes -= u.Bytes // counted by add
-		}
-		for _, u := range rep.DeletedUnits {
-			c.audit(kind, u.Unit, u.Bytes, u.Reason)
-		}
-		if kind == "segment" {
-			c.lc.gcSegments.Add(int64(rep.Deleted))
-		} else {
-			c.lc.gcLedgers.Add(int64(rep.Deleted))
-		}
-		c.lc.gcBytes.Add(rep.DeletedBytes)
+		c.accountReclaim(p.Name(), rep, &pend)
+	}
+	if err := c.adoptionPass(ctx, opts, &pend, passN); err != nil {
+		errs = append(errs, fmt.Errorf("adoption: %w", err))
 	}
 	err := errors.Join(errs...)
 	if err != nil {
@@ -320,6 +308,32 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	c.gc.status.Pending, c.gc.status.PendingCount, c.gc.status.PendingBytes = pend.shown, pend.count, pend.bytes
 	c.gc.mu.Unlock()
 	return c.GCStatus(), err
+}
+
+// accountReclaim adds one provider pass's report to the pass's pending
+// list, the audit trail and the counters.
+func (c *Core) accountReclaim(providerName string, rep provider.ReclaimReport, pend *gcPending) {
+	kind := "segment"
+	if providerName != "objectwal" {
+		kind = "ledger"
+	}
+	for _, u := range rep.Pending {
+		pend.add(GCPending{Kind: kind, Unit: u.Unit, Bytes: u.Bytes, Reason: u.Reason})
+	}
+	pend.count += rep.PendingCount - len(rep.Pending)
+	pend.bytes += rep.PendingBytes
+	for _, u := range rep.Pending {
+		pend.bytes -= u.Bytes // counted by add
+	}
+	for _, u := range rep.DeletedUnits {
+		c.audit(kind, u.Unit, u.Bytes, u.Reason)
+	}
+	if kind == "segment" {
+		c.lc.gcSegments.Add(int64(rep.Deleted))
+	} else {
+		c.lc.gcLedgers.Add(int64(rep.Deleted))
+	}
+	c.lc.gcBytes.Add(rep.DeletedBytes)
 }
 
 type gcPending struct {
@@ -361,7 +375,7 @@ func (c *Core) collectStream(ctx context.Context, in Info, pend *gcPending, pass
 	if err := c.dropExpiredLeases(ctx, h.ID); err != nil {
 		return err
 	}
-	if c.gens != nil && c.needsOrphanSweep(h.ID) {
+	if c.gens != nil && c.needsOrphanSweep(h.ID, passN) {
 		if err := c.sweepOrphanGenerations(ctx, h, pend); err != nil {
 			return err
 		}
@@ -755,19 +769,35 @@ func genOfObjectKey(key string) (uint64, bool) {
 	return n, err == nil
 }
 
+// maxOrphanSweepsPerPass bounds the streams whose generation objects one
+// GC pass lists for orphans (a listing each), so a pass's cost does not
+// grow with the number of streams; the others are due in later passes.
+const maxOrphanSweepsPerPass = 16
+
 // needsOrphanSweep reports whether stream id's generation objects should be
-// listed this pass: once per process lifetime (a crash may have left an
-// object that no record names) and after a materialization failure.
-func (c *Core) needsOrphanSweep(id ID) bool {
+// listed this pass: when never listed in this process (a crash may have
+// left an object that no record names), after a materialization failure
+// or an orphan still in its grace period (markOrphanSweep), and again
+// every OrphanSweepInterval (a lost publication can leave one at any time)
+// — at most maxOrphanSweepsPerPass streams per pass.
+func (c *Core) needsOrphanSweep(id ID, passN int) bool {
 	c.gc.mu.Lock()
 	defer c.gc.mu.Unlock()
 	if c.gc.swept == nil {
-		c.gc.swept = map[ID]bool{}
+		c.gc.swept = map[ID]time.Time{}
 	}
-	if c.gc.swept[id] {
+	if c.gc.sweepPass != passN {
+		c.gc.sweepPass, c.gc.sweepsInPass = passN, 0
+	}
+	now := c.rt.now()
+	if last, ok := c.gc.swept[id]; ok && now.Sub(last) < c.cfg.Lifecycle.OrphanSweepInterval {
 		return false
 	}
-	c.gc.swept[id] = true
+	if c.gc.sweepsInPass >= maxOrphanSweepsPerPass {
+		return false
+	}
+	c.gc.sweepsInPass++
+	c.gc.swept[id] = now
 	return true
 }
 

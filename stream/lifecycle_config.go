@@ -40,6 +40,16 @@ type LifecycleConfig struct {
 	// GenerationCacheBytes bounds the parsed generation footers kept for
 	// reads (default 16 MiB).
 	GenerationCacheBytes int64
+	// AdoptScanInterval is how often GC lists the WAL providers' writer
+	// identities to find a dead writer's sources to adopt (Config.Adoption;
+	// default 1m). The Object WAL lists its whole log prefix for it.
+	AdoptScanInterval time.Duration
+	// OrphanSweepInterval is how often each owned stream's generation
+	// objects are listed again for orphans (objects no record names: a
+	// materialization lost between its PUT and its publication; default
+	// 10m). Every stream is also listed once after the process starts, and
+	// at most 16 streams are listed per GC pass.
+	OrphanSweepInterval time.Duration
 }
 
 func (l *LifecycleConfig) withDefaults() {
@@ -66,6 +76,12 @@ func (l *LifecycleConfig) withDefaults() {
 	}
 	if l.LeaseSkew <= 0 {
 		l.LeaseSkew = 5 * time.Second
+	}
+	if l.OrphanSweepInterval <= 0 {
+		l.OrphanSweepInterval = 10 * time.Minute
+	}
+	if l.AdoptScanInterval <= 0 {
+		l.AdoptScanInterval = time.Minute
 	}
 	if l.GenerationCacheBytes <= 0 {
 		l.GenerationCacheBytes = 16 << 20

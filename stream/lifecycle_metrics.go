@@ -10,6 +10,7 @@ type lcMetrics struct {
 	materializeNanos                   atomic.Int64
 	gcPasses, gcErrors                 atomic.Int64
 	gcSegments, gcLedgers, gcObjects   atomic.Int64
+	adoptions                          atomic.Int64
 	gcRecords, gcBytes                 atomic.Int64
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
@@ -37,6 +38,8 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// Adoptions counts dead writers whose sources this process adopted.
+	Adoptions int64
 	// Compactions counts published views (compact.go); CompactedBytes the
 	// source payload their passes read; CompactFailures failed passes.
 	Compactions, CompactedBytes, CompactFailures int64
@@ -54,6 +57,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		Adoptions:   m.adoptions.Load(),
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}
 }

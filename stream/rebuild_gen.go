@@ -264,9 +264,13 @@ func (c *Core) verifyCandidate(ctx context.Context, id ID, cd *genCandidate) err
 	if err != nil {
 		return err
 	}
-	info, err := generation.Verify(obj)
+	info, kind, err := generation.VerifyKind(obj)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if kind != generation.KindLossless {
+		// A lossy view (compaction) must never become a lossless source.
+		return fmt.Errorf("%w: object %s is a view (kind %d), not a lossless generation", ErrCorrupt, cd.key, kind)
 	}
 	if info.Stream != uint64(id) || info.Generation != cd.gen || info.Start != cd.start || info.End != cd.end {
 		return fmt.Errorf("%w: object %s holds stream %d generation %d [%d, %d)", ErrCorrupt, cd.key, info.Stream, info.Generation, info.Start, info.End)

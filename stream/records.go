@@ -35,10 +35,36 @@ const (
 )
 
 func nameKey(name string) string { return nameKeyPrefix + name }
-func headKey(id ID) string       { return headKeyPrefix + id.String() }
+func headKey(id ID) string       { return string(appendHex16([]byte(headKeyPrefix), uint64(id))) }
 func indexPrefix(id ID) string   { return indexKeyPrefix + id.String() + "/" }
 func indexKey(id ID, end int64) string {
-	return indexPrefix(id) + fmt.Sprintf("%020d", end)
+	b := make([]byte, 0, len(indexKeyPrefix)+16+1+20)
+	b = appendHex16(append(b, indexKeyPrefix...), uint64(id))
+	return string(appendDec20(append(b, '/'), end))
+}
+
+// appendHex16 appends v as 16 lower-case hex digits (ID.String without
+// fmt: keys are built per stream per commit round).
+func appendHex16(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>uint(shift)&0xf])
+	}
+	return b
+}
+
+// appendDec20 appends v zero-padded to 20 digits, as fmt's %020d does
+// (index offsets are never negative).
+func appendDec20(b []byte, v int64) []byte {
+	if v < 0 {
+		return fmt.Appendf(b, "%020d", v)
+	}
+	var d [20]byte
+	for i := 19; i >= 0; i-- {
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, d[:]...)
 }
 
 func genPrefix(id ID) string     { return genKeyPrefix + id.String() + "/" }
@@ -169,6 +195,22 @@ type descriptor struct {
 	// came from, so settling an unknown commit outcome still finds a run's
 	// identity after its WAL descriptor was retired.
 	Lineage []lineage
+
+	// enc caches d's current-version encoding (not stored itself): a
+	// descriptor in a head's Pending list never changes, but the whole
+	// head is written by every commit round, so each descriptor is
+	// encoded once instead of once per round. Whoever changes a field
+	// after encoding must drop it (withoutCache).
+	enc []byte
+}
+
+// cached returns d with its current-version encoding cached.
+func (d descriptor) cached() descriptor {
+	w := bin.Writer{B: make([]byte, 0, d.sizeHint())}
+	d.enc = nil
+	d.encodeTo(&w, headRecordV2)
+	d.enc = w.B
+	return d
 }
 
 // lineage is a span of one session's commits FirstCommit..Commit.
@@ -221,6 +263,15 @@ func (d descriptor) contains(id runID) bool {
 	return d.Epoch == id.Epoch && d.Token == id.Token && d.FirstCommit <= id.Commit && id.Commit <= d.Commit
 }
 
+// sizeHint is about the size of d's encoding (an upper bound, cheap).
+func (d descriptor) sizeHint() int {
+	n := 80 + len(d.Provider) + 36*len(d.Lineage)
+	for _, p := range d.Parts {
+		n += 12 + len(p.Target)
+	}
+	return n
+}
+
 // partEnd is the exclusive end offset of part i.
 func (d descriptor) partEnd(i int) int64 {
 	if i+1 < len(d.Parts) {
@@ -230,6 +281,10 @@ func (d descriptor) partEnd(i int) int64 {
 }
 
 func (d descriptor) encodeTo(w *bin.Writer, version uint8) {
+	if d.enc != nil && version == headRecordV2 {
+		w.B = append(w.B, d.enc...)
+		return
+	}
 	w.Varint(d.Start)
 	w.Varint(d.End)
 	w.Uvarint(uint64(d.Entries))
@@ -383,7 +438,8 @@ func newHead(nr nameRecord) *head {
 // ownProducers, so streams without producer sequences pay nothing.
 func (h *head) clone() *head {
 	c := *h
-	c.Pending = append([]descriptor(nil), h.Pending...)
+	// Room for the descriptor the next commit appends.
+	c.Pending = append(make([]descriptor, 0, len(h.Pending)+1), h.Pending...)
 	c.GenPending = append([]descriptor(nil), h.GenPending...)
 	c.producersOwned = false
 	return &c
@@ -423,7 +479,17 @@ func (h *head) info() Info {
 }
 
 func (h *head) encode() []byte {
-	w := bin.Writer{B: make([]byte, 0, 256+len(h.Pending)*64)}
+	size := 256 + len(h.Name) + h.Producers.Len()*128
+	for _, d := range h.Pending {
+		size += len(d.enc)
+		if d.enc == nil {
+			size += d.sizeHint()
+		}
+	}
+	for _, d := range h.GenPending {
+		size += d.sizeHint()
+	}
+	w := bin.Writer{B: make([]byte, 0, size)}
 	w.U8(headRecordV2)
 	w.U64(uint64(h.ID))
 	w.String(h.Name)

@@ -14,11 +14,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
@@ -47,14 +50,25 @@ type Config struct {
 	// in one append.
 	EntryBytes, EntriesPerAppend int
 	// Window is how many appends each stream keeps in flight.
-	Window   int
+	Window int
+	// Inflight, when set, fixes the total number of appends in flight
+	// instead: each stream keeps max(1, Inflight/Streams) of them, so runs
+	// with different stream counts offer the same total load.
+	Inflight int
 	Duration time.Duration
 	Warmup   time.Duration
 	Profile  stream.Profile
 	// FlushInterval of the Object WAL (0: its default).
 	FlushInterval time.Duration
+	// Lifecycle configures the core's materialization and GC (zero: the
+	// core's defaults, which are a server's defaults).
+	Lifecycle stream.LifecycleConfig
 	// Progress, when set, receives a line per second.
 	Progress func(string)
+	// OnMeasure, when set, is called when the measured window starts and
+	// the function it returns when it ends (e.g. to profile only the
+	// window, not stream creation).
+	OnMeasure func() (stop func())
 }
 
 // Result is what a run measured (after warm-up).
@@ -73,14 +87,34 @@ type Result struct {
 	PutsPerSec              float64
 	PeakRSSBytes            int64
 	Errors                  int64
+	// CPUSeconds is the process's user+system CPU time over the measured
+	// window: on a shared machine CPU per append is steadier than appends/s.
+	CPUSeconds   float64
+	CPUPerAppend time.Duration
+	// AllocsPerAppend and AllocBytesPerAppend are the heap allocations
+	// of the whole process over the window divided by appends.
+	AllocsPerAppend, AllocBytesPerAppend float64
+	Goroutines                           int   // at the end of the window
+	HeapBytes                            int64 // live heap objects at the end of the window
+	Meta                                 MetaCounts
+	HeadPutsPerSec                       float64
+	// HeadBytesPerPut is the mean size of a head record written.
+	HeadBytesPerPut float64
 }
 
 func (r Result) String() string {
+	mc := r.Meta
+	perRound := func(n int64) float64 { return float64(n) / math.Max(1, float64(r.MetaRoundTrips)) }
 	return fmt.Sprintf("streams=%d entry=%dB x%d window=%d %s: %.0f appends/s, %.1f MB/s, ack p50=%v p99=%v p99.9=%v, "+
-		"metadata %.0f round trips/s (%d ops), object PUTs %.1f/s, peak RSS %.0f MiB, errors %d",
+		"CPU %.2fs (%v/append, %.0f allocs %.0f B/append), metadata %.0f round trips/s (%d ops, %.0f ops/round), "+
+		"head puts %.0f/s (%.1f/round, %.0f B each), index puts %d (%.0f B each), other puts %d, deletes %d, reads %d, scans %d (%d records), "+
+		"object PUTs %.1f/s, goroutines %d, heap %.0f MiB, peak RSS %.0f MiB, errors %d",
 		r.Config.Streams, r.Config.EntryBytes, r.Config.EntriesPerAppend, r.Config.Window, r.Config.stores(),
-		r.AppendsPerSec, r.MBPerSec, r.P50, r.P99, r.P999, r.RoundTripsPerSec, r.MetaOps,
-		r.PutsPerSec, float64(r.PeakRSSBytes)/(1<<20), r.Errors)
+		r.AppendsPerSec, r.MBPerSec, r.P50, r.P99, r.P999,
+		r.CPUSeconds, r.CPUPerAppend, r.AllocsPerAppend, r.AllocBytesPerAppend, r.RoundTripsPerSec, r.MetaOps, perRound(r.MetaOps),
+		r.HeadPutsPerSec, perRound(mc.HeadPuts), r.HeadBytesPerPut, mc.IndexPuts, float64(mc.IndexPutBytes)/math.Max(1, float64(mc.IndexPuts)),
+		mc.OtherPuts, mc.Deletes, mc.Reads, mc.Scans, mc.ScannedRecords,
+		r.PutsPerSec, r.Goroutines, float64(r.HeapBytes)/(1<<20), float64(r.PeakRSSBytes)/(1<<20), r.Errors)
 }
 
 // stores names the stores a run uses.
@@ -103,17 +137,6 @@ func typeName(v any) string {
 	return strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", v), "*"), ".Store")
 }
 
-// countingStore counts PUTs.
-type countingStore struct {
-	objectstore.ObjectStore
-	puts atomic.Int64
-}
-
-func (c *countingStore) Put(ctx context.Context, key string, data []byte, opts objectstore.PutOptions) (objectstore.UpdateVersion, error) {
-	c.puts.Add(1)
-	return c.ObjectStore.Put(ctx, key, data, opts)
-}
-
 // Run executes one benchmark.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Streams <= 0 {
@@ -124,6 +147,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.EntriesPerAppend <= 0 {
 		cfg.EntriesPerAppend = 1
+	}
+	if cfg.Inflight > 0 {
+		cfg.Window = max(1, cfg.Inflight/cfg.Streams)
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 1
@@ -176,28 +202,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		meta = cfg.Metadata
 	}
 	store := &countingStore{ObjectStore: base}
+	cmeta := &countingMeta{Store: meta}
 	prov, err := objectwal.Open(ctx, objectwal.Config{Store: store, Prefix: "wal/bench", FlushInterval: cfg.FlushInterval})
 	if err != nil {
 		return Result{}, err
 	}
-	core, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: prov, WriterID: "bench"})
+	core, err := stream.Open(ctx, stream.Config{Metadata: cmeta, ObjectWAL: prov, WriterID: "bench", Lifecycle: cfg.Lifecycle})
 	if err != nil {
 		return Result{}, err
 	}
 	defer core.Close()
 
-	sessions := make([]stream.Session, cfg.Streams)
-	for i := range sessions {
-		info, err := core.Create(ctx, "bench-"+strconv.Itoa(i), stream.CreateOptions{Profile: cfg.Profile})
-		if err != nil {
-			return Result{}, err
-		}
-		if sessions[i], err = core.AcquireSession(ctx, info.ID, stream.SessionOptions{}); err != nil {
-			return Result{}, err
-		}
-		if cfg.Progress != nil && cfg.Streams >= 1000 && (i+1)%1000 == 0 {
-			cfg.Progress(fmt.Sprintf("created %d/%d streams", i+1, cfg.Streams))
-		}
+	sessions, err := createStreams(ctx, core, cfg)
+	if err != nil {
+		return Result{}, err
 	}
 	payload := make([]byte, cfg.EntryBytes)
 	for i := range payload {
@@ -261,6 +279,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	time.Sleep(cfg.Warmup)
 	before := core.Stats()
 	putsBefore := store.puts.Load()
+	metaBefore := cmeta.c.snapshot()
+	var stopMeasure func()
+	if cfg.OnMeasure != nil {
+		stopMeasure = cfg.OnMeasure()
+	}
+	cpuBefore := cpuTime()
+	allocsBefore, allocBytesBefore := allocs()
 	measuring.Store(true)
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -282,8 +307,15 @@ loop:
 	tick.Stop()
 	measuring.Store(false)
 	secs := time.Since(start).Seconds()
+	cpu := cpuTime() - cpuBefore
+	allocsAfter, allocBytesAfter := allocs()
+	if stopMeasure != nil {
+		stopMeasure()
+	}
 	after := core.Stats()
 	puts := store.puts.Load() - putsBefore
+	metaCounts := cmeta.c.snapshot().sub(metaBefore)
+	goroutines, heap := runtime.NumGoroutine(), heapBytes()
 	cancel()
 	wg.Wait()
 	res := Result{
@@ -291,7 +323,15 @@ loop:
 		MetaRoundTrips: after.MetadataRoundTrips - before.MetadataRoundTrips,
 		MetaOps:        after.MetadataOps - before.MetadataOps,
 		ObjectPuts:     puts,
+		CPUSeconds:     cpu.Seconds(), Goroutines: goroutines, HeapBytes: heap, Meta: metaCounts,
 	}
+	if res.Appends > 0 {
+		res.CPUPerAppend = cpu / time.Duration(res.Appends)
+		res.AllocsPerAppend = float64(allocsAfter-allocsBefore) / float64(res.Appends)
+		res.AllocBytesPerAppend = float64(allocBytesAfter-allocBytesBefore) / float64(res.Appends)
+	}
+	res.HeadPutsPerSec = float64(metaCounts.HeadPuts) / secs
+	res.HeadBytesPerPut = float64(metaCounts.HeadPutBytes) / math.Max(1, float64(metaCounts.HeadPuts))
 	res.AppendsPerSec = float64(res.Appends) / secs
 	res.MBPerSec = float64(res.Bytes) / secs / 1e6
 	res.RoundTripsPerSec = float64(res.MetaRoundTrips) / secs
@@ -351,4 +391,76 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// createStreams creates and opens the sessions of cfg.Streams streams, 64
+// at a time (a durable metadata store commits concurrent writes together,
+// so 10,000 streams do not cost 10,000 fsyncs in a row).
+func createStreams(ctx context.Context, core *stream.Core, cfg Config) ([]stream.Session, error) {
+	sessions := make([]stream.Session, cfg.Streams)
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for w := 0; w < min(64, cfg.Streams); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= cfg.Streams {
+					return
+				}
+				info, err := core.Create(ctx, "bench-"+strconv.Itoa(i), stream.CreateOptions{Profile: cfg.Profile})
+				if err == nil {
+					sessions[i], err = core.AcquireSession(ctx, info.ID, stream.SessionOptions{})
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				if n := done.Add(1); cfg.Progress != nil && cfg.Streams >= 1000 && n%1000 == 0 {
+					cfg.Progress(fmt.Sprintf("created %d/%d streams", n, cfg.Streams))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return sessions, firstErr
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapBytes is the size of the live and not yet swept heap objects.
+func heapBytes() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// allocs is the process's cumulative heap allocation count and bytes.
+func allocs() (n, bytes uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		n = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		bytes = s[1].Value.Uint64()
+	}
+	return n, bytes
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ var (
 	benchDurable = flag.Bool("corebench.durable", true, "fsstore+boltstore instead of memory")
 	benchObjects = flag.String("corebench.objects", "", "object store: empty follows -corebench.durable; s3 runs the Object WAL on versitygw (internal/testenv/s3test)")
 	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty follows -corebench.durable; etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
+	benchInfl    = flag.Int("corebench.inflight", 0, "total appends in flight, split over the streams (overrides -corebench.window; same offered load at any stream count)")
+	benchNoGC    = flag.Bool("corebench.nogc", false, "disable the core's periodic GC pass")
+	benchProf    = flag.String("corebench.cpuprofile", "", "write a CPU profile of the measured window (not stream creation) to this file")
 )
 
 func TestMain(m *testing.M) {
@@ -79,12 +83,27 @@ func TestSmoke(t *testing.T) {
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.streams 10000 -corebench.window 1
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3   # Object WAL on versitygw
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3 -corebench.metadata etcd
+//	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.inflight 10000 -corebench.streams 10000 -corebench.cpuprofile cpu.out
 func BenchmarkCore(b *testing.B) {
 	objects, meta := stores(b)
 	for i := 0; i < b.N; i++ {
-		res, err := Run(context.Background(), Config{Durable: *benchDurable, Streams: *benchStreams, Window: *benchWindow,
+		cfg := Config{Durable: *benchDurable, Streams: *benchStreams, Window: *benchWindow, Inflight: *benchInfl,
 			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir(),
-			Objects: objects, Metadata: meta})
+			Objects: objects, Metadata: meta}
+		cfg.Lifecycle.GCDisabled = *benchNoGC
+		if *benchProf != "" {
+			cfg.OnMeasure = func() func() {
+				f, err := os.Create(*benchProf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					b.Fatal(err)
+				}
+				return func() { pprof.StopCPUProfile(); _ = f.Close() }
+			}
+		}
+		res, err := Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,6 +114,8 @@ func BenchmarkCore(b *testing.B) {
 		b.ReportMetric(res.RoundTripsPerSec, "meta-rt/s")
 		b.ReportMetric(res.PutsPerSec, "puts/s")
 		b.ReportMetric(float64(res.PeakRSSBytes)/(1<<20), "peakRSS-MiB")
+		b.ReportMetric(float64(res.CPUPerAppend.Nanoseconds())/1e3, "cpu-µs/append")
+		b.ReportMetric(res.AllocsPerAppend, "allocs/append")
 		b.Log(res)
 	}
 }

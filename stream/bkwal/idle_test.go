@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/bookkeeper/meta"
 	objmem "github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/bkwal"
@@ -130,7 +131,7 @@ func TestIdleSealRacesAppends(t *testing.T) {
 				used[id] = true
 			}
 			mu.Unlock()
-			if i%5 == 4 {
+			{
 				in, err := c.Describe(ctx, info.ID)
 				if err == nil && in.EndOffset > 0 {
 					to := in.EndOffset // everything so far: the current ledger becomes retired
@@ -153,8 +154,19 @@ func TestIdleSealRacesAppends(t *testing.T) {
 			t.Fatalf("append %d acknowledged at %d", i, res.Start)
 		}
 		want = append(want, pl)
-		if i%3 == 0 {
-			time.Sleep(3 * time.Millisecond) // let a pass find the ledger idle
+		if i%30 == 29 {
+			// Pause until a pass has sealed the idle current ledger (the
+			// next append then races the seal's settling and the GC
+			// passes that follow), bounded.
+			deadline := time.Now().Add(10 * time.Second)
+			for !allClosed(f.ledgersOf(t, info.ID)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after %d appends: the idle current ledger was not sealed within 10s", i+1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		} else if i%3 == 0 {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	close(stop)
@@ -180,8 +192,17 @@ func TestIdleSealRacesAppends(t *testing.T) {
 	mu.Lock()
 	n := len(used)
 	mu.Unlock()
-	if n < 2 {
-		t.Fatalf("only %d ledger used: no idle seal happened", n)
+	if n < 5 {
+		t.Fatalf("only %d ledgers used: the idle seals did not happen", n)
 	}
 	t.Logf("%d ledgers used for 150 appends; start %d", n, from)
+}
+
+func allClosed(leds map[int64]*meta.LedgerMetadata) bool {
+	for _, md := range leds {
+		if md.State != meta.StateClosed {
+			return false
+		}
+	}
+	return true
 }

@@ -207,3 +207,32 @@ type ReclaimReport struct {
 type Reclaimer interface {
 	Reclaim(ctx context.Context, judge Judge, opts ReclaimOptions) (ReclaimReport, error)
 }
+
+// Adopter is implemented by providers whose physical sources belong to a
+// writer identity (the Object WAL's log, the BookKeeper WAL's ledger
+// registry). Physical GC reclaims only the sources of the process's own
+// identity; when another writer's node is gone for good, one live node
+// adopts that writer's sources so they are not left behind forever.
+type Adopter interface {
+	// Writers lists the writer identities that own sources of this
+	// provider in the shared stores (this process's own included). A
+	// listing only nominates: adopting proves nothing by itself.
+	Writers(ctx context.Context) ([]string, error)
+	// Adopt opens writer's sources for recovery and physical GC only,
+	// taking over the writer's claim through the provider's normal
+	// fencing path (a new log epoch, recovery-open of ledgers), so the
+	// writer — were it still alive — can no longer make a run durable
+	// there. The result never accepts runs: the core calls its Recover
+	// (settling every run the writer left unsettled, fencing its sessions
+	// where needed), then Reclaim on every GC pass, with the same
+	// per-source proof as for its own sources, and Close once nothing is
+	// left or the adoption ends.
+	Adopt(ctx context.Context, writer string) (Adopted, error)
+}
+
+// Adopted is another writer's sources, opened by Adopter.Adopt.
+type Adopted interface {
+	Reclaimer
+	Recover(ctx context.Context, settle func(ctx context.Context, in Intent) (committed bool, err error)) error
+	Close(ctx context.Context) error
+}

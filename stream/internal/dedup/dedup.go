@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 )
 
 // Window is how many recent appends per producer are remembered, matching
@@ -59,6 +60,13 @@ type Producer struct {
 type Table struct {
 	producers map[string]*Producer
 	clock     uint64
+	// enc caches the encoding while the table is unchanged: the stream
+	// head is rewritten by every commit round, but its producer table
+	// changes only with appends that carry sequences, so an unchanged
+	// table is encoded (sorted, varint-packed) once, not once per round.
+	// Atomic because a committed table is shared read-only between the
+	// commit machine and readers that encode heads derived from it.
+	enc atomic.Pointer[[]byte]
 }
 
 // New returns an empty table.
@@ -75,6 +83,7 @@ func (t *Table) Clone() *Table {
 		cp.Batches = append([]Batch(nil), p.Batches...)
 		c.producers[k] = &cp
 	}
+	c.enc.Store(t.enc.Load()) // same contents, same encoding
 	return c
 }
 
@@ -138,6 +147,7 @@ func (t *Table) Check(mode Mode, producer string, epoch, first, last int64) (Ver
 
 // Record remembers an accepted append. It must follow an Accept verdict.
 func (t *Table) Record(producer string, epoch int64, b Batch) {
+	t.enc.Store(nil)
 	t.clock++
 	p, ok := t.producers[producer]
 	if !ok {
@@ -177,6 +187,17 @@ var ErrCorrupt = errors.New("dedup: corrupt producer table")
 // name: uvarint len+name, varint epoch, uvarint touched, u8 nbatches, then
 // per batch varint first,last,start,end.
 func (t *Table) AppendEncode(dst []byte) []byte {
+	if enc := t.enc.Load(); enc != nil {
+		return append(dst, *enc...)
+	}
+	start := len(dst)
+	dst = t.appendEncode(dst)
+	enc := append([]byte(nil), dst[start:]...)
+	t.enc.Store(&enc)
+	return dst
+}
+
+func (t *Table) appendEncode(dst []byte) []byte {
 	dst = append(dst, 1)
 	dst = binary.AppendUvarint(dst, t.clock)
 	names := make([]string, 0, len(t.producers))

@@ -1,8 +1,10 @@
-// Package compacttest runs Kafka clients against one real `nereus serve`
-// on compacted topics (cleanup.policy=compact): keyed records, tombstones
-// and transactions are produced, the server's compaction passes run (the
-// retention pass runs every 200 ms here), and a fresh consumer from offset
-// 0 must see the last record per key at its original offset.
+// Package compacttest runs Kafka and Pulsar clients against one real
+// `nereus serve` on compacted topics: Kafka topics with
+// cleanup.policy=compact (keyed records, tombstones and transactions are
+// produced, the server's compaction passes run — the retention pass runs
+// every 200 ms here — and a fresh consumer from offset 0 must see the last
+// record per key at its original offset) and Pulsar topics compacted by
+// the admin REST API and read with readCompacted.
 package compacttest
 
 import (
