@@ -63,6 +63,7 @@ func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 		DeletedObjects: st.GCObjects, DeletedRecords: st.GCRecords, DeletedBytes: st.GCBytes, DeletedStreams: st.GCStreams,
 		RetentionTrims: st.RetentionTrims, Materialized: st.Materialized, MaterializedBytes: st.MaterializedBytes,
 		MaterializeFailures: st.MaterializeFailures, MaterializeLagBytes: st.MaterializeLagBytes,
-		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds}
+		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds, Adoptions: st.Adoptions}
+	out.Adopting = append(out.Adopting, s.Adopting...)
 	return out
 }
