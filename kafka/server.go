@@ -261,7 +261,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	}
 	if v, ok := storage.(stream.Views); ok {
 		// Compacted topics: the core runs passes where a partition is led.
-		v.RegisterCompactionPolicy(kstore.CompactViewKind, kstore.IsPartitionStream, st.CompactionPolicy())
+		v.RegisterCompactionPolicy(kstore.CompactViewKind, st.IsCompactedStream, st.CompactionPolicy())
 	}
 	s := &Server{
 		cfg:        cfg,

@@ -124,7 +124,11 @@ func toReadEntries(in []provider.ReadEntry) []ReadEntry {
 // readEntries gathers committed entries from `from` (< h.End) within the
 // read limits: from the tail cache when it covers `from`, otherwise from the
 // generations and WAL runs that the head and indexes locate.
-func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) ([]ReadEntry, error) {
+//
+// With read-ahead on (LifecycleConfig.GenerationReadAheadBytes), a read
+// that stops inside the generations starts fetching what the same
+// reader's next read will want (generations.go, readAhead).
+func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) (_ []ReadEntry, rerr error) {
 	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
 		c.metrics.tailHits.Add(1)
 		return toReadEntries(got), nil
@@ -132,8 +136,17 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 	var out []ReadEntry
 	size := 0
 	next := from
+	var runs []descriptor
+	if c.gens != nil && c.cfg.Lifecycle.GenerationReadAheadBytes > 0 && from < h.GenThrough {
+		defer func() {
+			if rerr == nil && next < h.End {
+				c.gens.readAhead(ctx, runs, next, opts.MaxBytes)
+			}
+		}()
+	}
 	for next < h.End && len(out) < opts.MaxEntries && size < opts.MaxBytes {
-		runs, err := c.runsFrom(ctx, h, next, 8)
+		var err error
+		runs, err = c.runsFrom(ctx, h, next, 8)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nereusstream/nereus-go/kafka/kcompact"
 	"github.com/nereusstream/nereus-go/stream"
@@ -32,14 +33,22 @@ func (s *Store) views() (stream.Views, bool) {
 }
 
 // CompactionPolicy is the stream.CompactionPolicy of compacted topics; the
-// Kafka server registers it with the core for streams IsPartitionStream.
+// Kafka server registers it with the core for streams IsCompactedStream accepts.
 func (s *Store) CompactionPolicy() stream.CompactionPolicy { return compactionPolicy{s} }
 
-// IsPartitionStream reports whether a stream is a Kafka partition stream
-// (kafka/<topic>/<partition>).
-func IsPartitionStream(in stream.Info) bool {
-	_, _, ok := parseStreamName(in.Name)
-	return ok
+// IsCompactedStream reports whether a stream is a partition of a topic
+// whose cleanup.policy includes compact, from the topic cache (a topic not
+// cached yet is loaded once). The core asks it for every owned stream on
+// every retention pass, so other streams cost no metadata read.
+func (s *Store) IsCompactedStream(in stream.Info) bool {
+	topic, part, ok := parseStreamName(in.Name)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, p, err := s.Partition(ctx, topic, part)
+	return err == nil && p.StreamID == in.ID && p.compacted
 }
 
 func parseStreamName(name string) (topic string, p int32, ok bool) {
