@@ -257,18 +257,12 @@ func (m *materializer) build(ctx context.Context, id ID) error {
 		limit = 1 << 62 // everything committed: appends wait for it
 	}
 	gen := max(h.NextGen, 1)
-	// The builder starts at the first entry read: a trim may have cut
-	// inside a multi-record entry, which then starts below `from`.
-	var b *generation.Builder
-	mk := func(start int64) *generation.Builder {
-		b = generation.NewBuilder(uint64(id), gen, start, generation.BuilderOptions{})
-		return b
-	}
-	lineageOf, cum, err := c.readForGeneration(ctx, h, from, limit, mk)
+	b := generation.NewBuilder(uint64(id), gen, from, generation.BuilderOptions{})
+	lineageOf, cum, err := c.readForGeneration(ctx, h, from, limit, b)
 	if err != nil {
 		return err
 	}
-	if b == nil || b.Entries() == 0 {
+	if b.Entries() == 0 {
 		return nil
 	}
 	obj, info, err := b.Finish()
@@ -356,28 +350,10 @@ var errGenerationStale = errors.New("nereus/stream: generation is stale")
 // returns the lineage of the commits they came from and the cumulative
 // payload size at the end. Cutting only at descriptor ends keeps that size
 // exact (it is the last descriptor's CumBytes).
-//
-// The first entry may start below from (a trim inside a multi-record
-// entry); the builder is made by mk at the first entry's offset.
-func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64, mk func(start int64) *generation.Builder) ([]lineage, int64, error) {
+func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64, b *generation.Builder) ([]lineage, int64, error) {
 	var lin []lineage
 	var cum, size int64
 	next := from
-	var b *generation.Builder
-	// takes reports whether entry [off, off+n) is the next one to add:
-	// it starts at next, or it is the first and covers next.
-	takes := func(off int64, n uint32) bool {
-		if off == next {
-			return true
-		}
-		return b == nil && off < next && next < off+int64(n)
-	}
-	add := func(e generation.Entry) error {
-		if b == nil {
-			b = mk(e.Offset)
-		}
-		return b.Add(e)
-	}
 	for next < h.End && size < limit {
 		runs, err := c.runsFrom(ctx, h, next, 8)
 		if err != nil {
@@ -405,10 +381,18 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 					if e.Offset+int64(e.RecordCount) <= next {
 						continue
 					}
-					if !takes(e.Offset, e.RecordCount) {
+					if e.Offset < next && b.Entries() == 0 {
+						// The stream starts inside this entry (a mid-entry
+						// trim): the generation holds it whole.
+						if err := b.Rebase(e.Offset); err != nil {
+							return nil, 0, err
+						}
+						next = e.Offset
+					}
+					if e.Offset != next {
 						break
 					}
-					if err := add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+					if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
 						return nil, 0, err
 					}
 					next = e.Offset + int64(e.RecordCount)
@@ -437,10 +421,18 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 						if e.Offset+int64(e.RecordCount) <= next {
 							continue
 						}
-						if !takes(e.Offset, e.RecordCount) {
+						if e.Offset < next && b.Entries() == 0 && e.Offset >= d.Start {
+							// A mid-entry trim: start the generation at the
+							// entry that holds the stream's first offset.
+							if err := b.Rebase(e.Offset); err != nil {
+								return nil, 0, err
+							}
+							next = e.Offset
+						}
+						if e.Offset != next {
 							return nil, 0, fmt.Errorf("%w: entry at %d of %v, expected %d", ErrCorrupt, e.Offset, h.ID, next)
 						}
-						if err := add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
+						if err := b.Add(generation.Entry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}); err != nil {
 							return nil, 0, err
 						}
 						next = e.Offset + int64(e.RecordCount)

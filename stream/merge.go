@@ -196,7 +196,7 @@ func (m *materializer) startMerge(h *head, srcs []mergeSource) {
 			m.done(h.ID)
 			return
 		}
-		tctx, cancel := context.WithTimeout(ctx, taskTimeout(m.c.cfg.Lifecycle))
+		tctx, cancel := m.c.rt.withTimeout(ctx, taskTimeout(m.c.cfg.Lifecycle))
 		err := m.c.mergeGenerations(tctx, h.ID, srcs)
 		cancel()
 		<-m.sem
@@ -286,7 +286,7 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	if info.End != b || info.Bytes != sum {
 		return fmt.Errorf("%w: merged generation [%d, %d) of %v holds %d bytes to %d, the sources %d to %d", ErrCorrupt, a, b, id, info.Bytes, info.End, sum, b)
 	}
-	key := genObjectKey(id, gen, a, b, randomUint64())
+	key := genObjectKey(id, gen, a, b, c.rt.random())
 	if err := c.putGeneration(ctx, key, obj, info); err != nil {
 		c.markOrphanSweep(id)
 		return err

@@ -199,6 +199,9 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				} else {
 					c.metrics.walReads.Add(1)
 				}
+				if out == nil {
+					out = make([]ReadEntry, 0, outCap(entries, opts))
+				}
 				for _, e := range entries {
 					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
 						continue
@@ -220,6 +223,22 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 		}
 	}
 	return out, nil
+}
+
+// outCap sizes a read's result from its first part's entries: as many
+// entries as the read's byte budget holds at their average size (within
+// MaxEntries), so a catch-up read of many small entries fills one slice
+// instead of growing it by doubling.
+func outCap(first []provider.ReadEntry, opts ReadOptions) int {
+	n, size := len(first), 0
+	for _, e := range first {
+		size += len(e.Payload)
+	}
+	if n == 0 || size == 0 {
+		return min(n, opts.MaxEntries)
+	}
+	want := int(min(int64(opts.MaxBytes)*int64(n)/int64(size)+1, int64(opts.MaxEntries)))
+	return max(min(want, opts.MaxEntries), min(n, opts.MaxEntries))
 }
 
 // runsFrom returns up to limit committed sources in offset order, the first
