@@ -27,9 +27,9 @@ type simOracle struct {
 	// materialized: the generations published by materialization (through
 	// a head's GenPending; merges switch index records instead)
 	materialized map[ID]map[string]descriptor
-	lastStart map[ID]int64
-	onTrim    func(id ID, start int64) // a stored head's Start moved up
-	tracef    func(format string, args ...any)
+	lastStart    map[ID]int64
+	onTrim       func(id ID, start int64) // a stored head's Start moved up
+	tracef       func(format string, args ...any)
 }
 
 func newSimOracle() *simOracle {
