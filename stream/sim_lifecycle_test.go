@@ -42,13 +42,14 @@ var simLifeMode string
 // published, sources unpublished and units deleted within a seed.
 func (h *simHarness) setupLifecycle() {
 	rng := h.w.rng
-	h.lifecycle = rng.Intn(3) == 0
+	h.lifecycle = rng.Intn(5) == 0
 	switch mode := cmp.Or(simLifeMode, *simLife); mode {
 	case "on":
 		h.lifecycle = true
 	case "off":
 		h.lifecycle = false
 	}
+	h.w.coroutines = h.lifecycle
 	if !h.lifecycle {
 		h.lc = LifecycleConfig{DisableMaterialization: true, GCDisabled: true}
 		h.retain = time.Hour

@@ -28,10 +28,13 @@ type simWorld struct {
 	// faults are the current fault rates (zeroed for the final quiet phase).
 	faults simFaults
 	// coroutines (sim_coro_test.go)
-	current  *simCoro
-	coros    []*simCoro
-	waiters  []*simWaiter
-	watchdog *time.Timer
+	// coroutines: background work and reads run as simulated goroutines
+	// (seeds with materialization, retention and GC)
+	coroutines bool
+	current    *simCoro
+	coros      []*simCoro
+	waiters    []*simWaiter
+	watchdog   *time.Timer
 }
 
 type simFaults struct {
@@ -163,8 +166,16 @@ func (p *simProc) afterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
-// goFunc runs f as a simulated goroutine of p (sim_coro_test.go).
-func (p *simProc) goFunc(f func()) { p.w.spawn(p.w.jitter(50*time.Microsecond), p, f) }
+// goFunc runs f as a simulated goroutine of p (sim_coro_test.go), or —
+// in seeds without materialization, retention and GC, where nothing the
+// core starts blocks — as a plain event, which costs far less.
+func (p *simProc) goFunc(f func()) {
+	if !p.w.coroutines {
+		p.w.after(p.w.jitter(50*time.Microsecond), p, f)
+		return
+	}
+	p.w.spawn(p.w.jitter(50*time.Microsecond), p, f)
+}
 
 // sleep returns at once, on the event loop and in a simulated goroutine
 // alike: retry loops run atomically within one event, and end because
