@@ -389,4 +389,15 @@ type GCStats struct {
 	MaterializeLagBytes   int64   `json:"materializeLagBytes"`
 	MaterializeLagSeconds int64   `json:"materializeLagSeconds"`
 	MaterializeSeconds    float64 `json:"materializeSeconds"`
+	// MaterializeBackpressured counts appends refused because their
+	// stream's materialization lag exceeded --materialize-max-lag.
+	MaterializeBackpressured int64 `json:"materializeBackpressured"`
+	// Merges counts merged generations published (adjacent small
+	// generations rewritten into one), MergedSources the generations they
+	// replaced, MergedBytes their payload; MergeFailures failed merge tasks.
+	Merges        int64   `json:"merges"`
+	MergedSources int64   `json:"mergedSources"`
+	MergedBytes   int64   `json:"mergedBytes"`
+	MergeFailures int64   `json:"mergeFailures"`
+	MergeSeconds  float64 `json:"mergeSeconds"`
 }

@@ -140,6 +140,13 @@ func newTestCluster(t *testing.T) *testCluster {
 
 func (tc *testCluster) start(id string, ttl time.Duration) *testNode {
 	tc.t.Helper()
+	return tc.startWith(id, ttl, nil)
+}
+
+// startWith starts a node advertising eps (nil: an address nothing
+// listens at, which the peer watch never connects to).
+func (tc *testCluster) startWith(id string, ttl time.Duration, eps []Endpoint) *testNode {
+	tc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	core, err := stream.Open(ctx, stream.Config{Metadata: tc.meta, ObjectWAL: tc.prov, WriterID: id})
@@ -150,8 +157,11 @@ func (tc *testCluster) start(id string, ttl time.Duration) *testNode {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
+	if eps == nil {
+		eps = []Endpoint{{Protocol: ProtocolKafka, Listener: "PLAINTEXT", Host: "127.0.0.1", Port: 9000 + int(kid)}}
+	}
 	n, err := Join(ctx, Config{Metadata: tc.meta, Storage: core, NodeID: id, KafkaBrokerID: kid, SessionTTL: ttl,
-		HandoffWait: 20 * time.Second, Endpoints: []Endpoint{{Protocol: ProtocolKafka, Listener: "PLAINTEXT", Host: "127.0.0.1", Port: 9000 + int(kid)}}})
+		HandoffWait: 20 * time.Second, Endpoints: eps})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

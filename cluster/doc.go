@@ -12,6 +12,11 @@
 //   - each node's view of the registry (a watch, re-read on every change)
 //     and its own liveness: a node that cannot prove its registration for a
 //     whole TTL is isolated and owns nothing until it can;
+//   - the peer watch (peers.go): an idle TCP connection to every peer; a
+//     peer whose connection closes and whose address then refuses a new one
+//     is dropped from the view at once and its record deleted
+//     (conditionally), so a crashed process is replaced without waiting for
+//     its TTL; Settle lets front ends answer after that verdict;
 //   - the assignment policy: weighted rendezvous hashing of a key (a stream
 //     name, GroupKey, TxnKey) over the active brokers (rendezvous.go);
 //   - the append sessions of owned streams: Writer takes a stream's session

@@ -153,6 +153,16 @@ type Node struct {
 	isolated   bool // last evaluated isolation state (for change signalling)
 	writers    map[stream.ID]*writerEntry
 
+	// Peer watch (peers.go): a watcher per peer incarnation, the peers
+	// whose connection closed and await a verdict (settled is closed and
+	// replaced when the last clears), peers found dead before the
+	// registry dropped them, and the registry record version per node.
+	peers    map[string]*peerWatcher
+	suspects map[string]struct{}
+	settled  chan struct{}
+	expired  map[string]expiredPeer
+	versions map[string]metadata.Version
+
 	// lastContact is the start (Unix ms) of the last metadata round trip
 	// that proved our registration alive.
 	lastContact atomic.Int64
@@ -179,7 +189,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, meta: cfg.Metadata, log: cfg.Logger.With("component", "cluster"),
 		view: &View{}, changed: make(chan struct{}), writers: map[stream.ID]*writerEntry{},
-		kick: make(chan struct{}, 1),
+		kick:  make(chan struct{}, 1),
+		peers: map[string]*peerWatcher{}, suspects: map[string]struct{}{}, settled: make(chan struct{}),
+		expired: map[string]expiredPeer{}, versions: map[string]metadata.Version{},
 	}
 	n.self = Broker{V: brokerRecordV, NodeID: cfg.NodeID, KafkaID: cfg.KafkaBrokerID, Rack: cfg.Rack,
 		Version: cfg.Version, Weight: cfg.Weight, State: StateActive, Endpoints: slices.Clone(cfg.Endpoints),
@@ -276,6 +288,7 @@ func (n *Node) refresh(ctx context.Context) error {
 		return fmt.Errorf("nereus/cluster: read the registry: %w", err)
 	}
 	brokers := make([]Broker, 0, len(recs))
+	versions := make(map[string]metadata.Version, len(recs))
 	for _, r := range recs {
 		b, err := decodeBroker(r.Value)
 		if err != nil {
@@ -283,8 +296,13 @@ func (n *Node) refresh(ctx context.Context) error {
 			continue
 		}
 		brokers = append(brokers, b)
+		versions[b.NodeID] = r.Version
 	}
 	sortBrokers(brokers)
+	n.mu.Lock()
+	n.versions = versions
+	brokers = n.filterExpiredLocked(brokers, versions)
+	n.mu.Unlock()
 	n.install(brokers)
 	return nil
 }
@@ -297,6 +315,7 @@ func (n *Node) install(brokers []Broker) {
 	}
 	n.view = &View{Brokers: brokers, Seq: n.view.Seq + 1, At: time.Now()}
 	n.signalLocked()
+	n.syncPeersLocked(brokers)
 	n.mu.Unlock()
 	n.stats.viewChanges.Add(1)
 	n.log.Info("cluster view changed", "brokers", brokerSummary(brokers))

@@ -42,6 +42,7 @@ type stats struct {
 	acquired, preempted, handoffWaits     atomic.Int64
 	released, releaseFailed, lost         atomic.Int64
 	viewChanges, sessionsLost, isolations atomic.Int64
+	peersExpired                          atomic.Int64
 	acquireSeconds, releaseSeconds        histogram
 }
 
@@ -59,6 +60,9 @@ type Stats struct {
 	// sessions that ended and were replaced; Isolations times the node lost
 	// contact with the store for a whole TTL.
 	ViewChanges, SessionsLost, Isolations int64
+	// PeersExpired counts peers this node found dead (connection closed,
+	// address refused) before their registry TTL.
+	PeersExpired int64
 	// Held is the number of streams whose session the node holds now.
 	Held int
 	// Brokers and ActiveBrokers count the registered brokers in the view.
@@ -75,7 +79,8 @@ func (n *Node) Stats() Stats {
 		Acquired: n.stats.acquired.Load(), Preempted: n.stats.preempted.Load(), HandoffWaits: n.stats.handoffWaits.Load(),
 		Released: n.stats.released.Load(), ReleaseFailed: n.stats.releaseFailed.Load(), Lost: n.stats.lost.Load(),
 		ViewChanges: n.stats.viewChanges.Load(), SessionsLost: n.stats.sessionsLost.Load(), Isolations: n.stats.isolations.Load(),
-		Held: len(n.Held()),
+		PeersExpired: n.stats.peersExpired.Load(),
+		Held:         len(n.Held()),
 	}
 	v := n.View()
 	s.Brokers, s.ActiveBrokers = len(v.Brokers), len(v.Active())

@@ -56,6 +56,10 @@ func handleMetadata(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := r.s
+	// A peer whose connection just closed may lead partitions: answer
+	// after the verdict, so a client's first refresh after a broker
+	// crashed already names the new leaders (cluster.Node.Settle).
+	s.cluster.Settle(r.ctx)
 	resp.Brokers = r.metadataBrokers()
 	cid := s.cfg.ClusterID
 	resp.ClusterID = &cid

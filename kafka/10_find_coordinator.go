@@ -30,6 +30,7 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	r.s.cluster.Settle(r.ctx) // a coordinator that just crashed is named dead
 	find := func(key string) (id int32, host string, port int32, code int16, msg *string) {
 		var owner cluster.Broker
 		var ok bool

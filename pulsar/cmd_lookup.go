@@ -81,6 +81,9 @@ func lookupTopic(c *conn, f wire.Frame) error {
 	if _, self, _ := c.s.topicOwner(name); !self {
 		authoritative, listenerName := l.GetAuthoritative(), l.GetAdvertisedListenerName()
 		c.async(func(ctx context.Context) {
+			// A peer whose connection just closed may be the owner:
+			// answer after the verdict, naming the new owner.
+			c.s.cluster.Settle(ctx)
 			if authoritative {
 				c.s.awaitOwnerChange(ctx, time.Second)
 			}

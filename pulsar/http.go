@@ -105,11 +105,11 @@ func newHTTPHandler(s *Server) http.Handler {
 	mux.HandleFunc("DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions", a.deletePartitioned)
 	a.registerPolicies(mux)
 	a.registerTopicRoutes(mux)
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats", a.topicStats)
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats", a.owned(a.topicStats))
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats", a.partitionedStats)
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.listSubscriptions)
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId", a.lastMessageID)
-	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate", a.terminate)
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions", a.owned(a.listSubscriptions))
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/lastMessageId", a.owned(a.lastMessageID))
+	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate", a.owned(a.terminate))
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip_all", a.perPartition(a.skipAll))
 	mux.HandleFunc("POST /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{timestamp}", a.perPartition(a.resetCursorByTime))
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}", a.perPartition(a.createSubscription))
@@ -177,7 +177,9 @@ func (a *httpAPI) lookup(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = r.Header.Get("X-Pulsar-ListenerName")
 	}
-	// In a cluster the answer names the topic's owner, from any broker.
+	// In a cluster the answer names the topic's owner, from any broker
+	// (after the verdict on a peer whose connection just closed).
+	a.s.cluster.Settle(r.Context())
 	if owner, self, ok := a.s.topicOwner(topic); !ok {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": "no active broker serves topics"})
 		return
@@ -1013,6 +1015,26 @@ func (a *httpAPI) topicStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, st)
 }
 
+// partitionStats is one partition's stats, from its owner.
+func (a *httpAPI) partitionStats(ctx context.Context, r *http.Request, p managedledger.TopicName) (topicStatsJSON, error) {
+	res, local, err := a.forwardToOwner(r, p, "/stats", nil)
+	switch {
+	case err != nil:
+		return topicStatsJSON{}, err
+	case local:
+		return a.s.topicStats(ctx, p)
+	case res.status == http.StatusNotFound:
+		return topicStatsJSON{}, managedledger.ErrTopicNotFound
+	case res.status != http.StatusOK:
+		return topicStatsJSON{}, fmt.Errorf("stats of %s from its owner: %d %s", p, res.status, res.body)
+	}
+	var st topicStatsJSON
+	if err := json.Unmarshal(res.body, &st); err != nil {
+		return topicStatsJSON{}, fmt.Errorf("stats of %s from its owner: %w", p, err)
+	}
+	return st, nil
+}
+
 func (a *httpAPI) partitionedStats(w http.ResponseWriter, r *http.Request) {
 	n, ok := a.topicName(w, r)
 	if !ok {
@@ -1032,7 +1054,7 @@ func (a *httpAPI) partitionedStats(w http.ResponseWriter, r *http.Request) {
 	agg := topicStatsJSON{Publishers: []publisherStats{}, Subscriptions: map[string]subscriptionStats{}}
 	parts := map[string]topicStatsJSON{}
 	for i := 0; i < cnt; i++ {
-		st, err := a.s.topicStats(ctx, n.Partition(i))
+		st, err := a.partitionStats(ctx, r, n.Partition(i))
 		if err != nil {
 			if errors.Is(err, managedledger.ErrTopicNotFound) {
 				continue

@@ -55,8 +55,8 @@ func init() {
 }
 
 func (a *httpAPI) registerTopicRoutes(mux handleFuncer) {
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/internalStats", a.internalStats)
-	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/internal-stats", a.internalStats)
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/internalStats", a.owned(a.internalStats))
+	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/internal-stats", a.owned(a.internalStats))
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-internalStats", a.partitionedInternalStats)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/unload", a.perPartition(a.unloadTopic))
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction", a.perPartition(a.triggerCompaction))
@@ -88,11 +88,31 @@ func (a *httpAPI) perPartition(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if cnt == 0 {
+			if a.redirectToOwner(w, r, n) {
+				return
+			}
 			h(w, r)
 			return
 		}
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		for i := 0; i < cnt; i++ {
+			// A partition served by another broker runs there.
+			res, local, err := a.forwardToOwner(r, n.Partition(i), "", body)
+			if err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": err.Error()})
+				return
+			}
+			if !local {
+				if res.status/100 != 2 {
+					if ct := res.header.Get("Content-Type"); ct != "" {
+						w.Header().Set("Content-Type", ct)
+					}
+					w.WriteHeader(res.status)
+					_, _ = w.Write(res.body)
+					return
+				}
+				continue
+			}
 			pr := r.Clone(r.Context())
 			pr.SetPathValue("topic", n.Partition(i).Local)
 			pr.Body = io.NopCloser(strings.NewReader(string(body)))
@@ -163,6 +183,15 @@ func (a *httpAPI) unloadNamespace(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := t.close(ctx, true); err != nil {
 			writeErr(w, err)
+			return
+		}
+	}
+	// In a cluster the namespace's topics are served by every node: the
+	// receiving node unloads its own and asks each other node to unload
+	// theirs (as a Pulsar broker unloads every bundle on its owner).
+	if r.URL.Query().Get(localOnlyParam) != "true" {
+		if err := a.onEveryPeer(ctx, r); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": err.Error()})
 			return
 		}
 	}
@@ -538,6 +567,20 @@ func (a *httpAPI) partitionedInternalStats(w http.ResponseWriter, r *http.Reques
 	}
 	parts := map[string]internalStatsJSON{}
 	for i := 0; i < cnt; i++ {
+		res, local, err := a.forwardToOwner(r, n.Partition(i), "/internalStats", nil)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"reason": err.Error()})
+			return
+		}
+		if !local {
+			var st internalStatsJSON
+			if res.status != http.StatusOK || json.Unmarshal(res.body, &st) != nil {
+				writeJSON(w, res.status, json.RawMessage(res.body))
+				return
+			}
+			parts[n.Partition(i).String()] = st
+			continue
+		}
 		t, err := a.s.getTopic(ctx, n.Partition(i), true)
 		if err != nil {
 			writeErr(w, err)

@@ -63,6 +63,8 @@ func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 		DeletedObjects: st.GCObjects, DeletedRecords: st.GCRecords, DeletedBytes: st.GCBytes, DeletedStreams: st.GCStreams,
 		RetentionTrims: st.RetentionTrims, Materialized: st.Materialized, MaterializedBytes: st.MaterializedBytes,
 		MaterializeFailures: st.MaterializeFailures, MaterializeLagBytes: st.MaterializeLagBytes,
-		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds}
+		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds,
+		Merges: st.Merges, MergedSources: st.MergedSources, MergedBytes: st.MergedBytes, MergeFailures: st.MergeFailures,
+		MergeSeconds: st.MergeSeconds, MaterializeBackpressured: st.MaterializeBackpressured}
 	return out
 }

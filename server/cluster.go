@@ -98,6 +98,7 @@ type clusterCollector struct {
 	node                                         *cluster.Node
 	moves, brokers, held, viewChanges, sessLost  *prometheus.Desc
 	isolations, isolated, acquireDur, releaseDur *prometheus.Desc
+	peersExpired                                 *prometheus.Desc
 }
 
 func newClusterCollector(n *cluster.Node) *clusterCollector {
@@ -111,7 +112,9 @@ func newClusterCollector(n *cluster.Node) *clusterCollector {
 		viewChanges: prometheus.NewDesc("nereus_cluster_view_changes_total", "Registry changes this node observed.", nil, nil),
 		sessLost:    prometheus.NewDesc("nereus_cluster_registry_sessions_lost_total", "Registry sessions of this node that ended and were replaced.", nil, nil),
 		isolations:  prometheus.NewDesc("nereus_cluster_isolations_total", "Times this node could not prove its registration for a whole session TTL.", nil, nil),
-		isolated:    prometheus.NewDesc("nereus_cluster_isolated", "1 while this node is isolated from the metadata store (it owns nothing).", nil, nil),
+		peersExpired: prometheus.NewDesc("nereus_cluster_peers_expired_total",
+			"Peers this node found dead before their registry TTL (their connection closed and their address refused a new one).", nil, nil),
+		isolated: prometheus.NewDesc("nereus_cluster_isolated", "1 while this node is isolated from the metadata store (it owns nothing).", nil, nil),
 		acquireDur: prometheus.NewDesc("nereus_cluster_ownership_acquire_seconds",
 			"Duration of taking a stream's ownership (from the first request that needed it to the acquired session, handoff waits included).", nil, nil),
 		releaseDur: prometheus.NewDesc("nereus_cluster_ownership_release_seconds",
@@ -120,7 +123,7 @@ func newClusterCollector(n *cluster.Node) *clusterCollector {
 }
 
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cc.moves, cc.brokers, cc.held, cc.viewChanges, cc.sessLost, cc.isolations, cc.isolated, cc.acquireDur, cc.releaseDur} {
+	for _, d := range []*prometheus.Desc{cc.moves, cc.brokers, cc.held, cc.viewChanges, cc.sessLost, cc.isolations, cc.isolated, cc.acquireDur, cc.releaseDur, cc.peersExpired} {
 		ch <- d
 	}
 }
@@ -137,6 +140,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.viewChanges, prometheus.CounterValue, float64(s.ViewChanges))
 	ch <- prometheus.MustNewConstMetric(cc.sessLost, prometheus.CounterValue, float64(s.SessionsLost))
 	ch <- prometheus.MustNewConstMetric(cc.isolations, prometheus.CounterValue, float64(s.Isolations))
+	ch <- prometheus.MustNewConstMetric(cc.peersExpired, prometheus.CounterValue, float64(s.PeersExpired))
 	iso := 0.0
 	if cc.node.Isolated() {
 		iso = 1

@@ -23,9 +23,9 @@ type LifecycleSettings struct {
 	// MaterializeConcurrency bounds parallel materialization tasks (and so
 	// their memory, about GenerationBytes each; default 2).
 	MaterializeConcurrency int64
-	// GCInterval is how often GC runs (default 2s); GCGrace how long an
+	// GCInterval is how often GC runs (default 1s); GCGrace how long an
 	// unpublished, unprotected source stays before its bytes are deleted
-	// (default 5s).
+	// (default 2s).
 	GCInterval time.Duration
 	GCGrace    time.Duration
 	// GCDryRun logs and reports what GC would delete, and deletes nothing.
@@ -35,6 +35,11 @@ type LifecycleSettings struct {
 	// LeaseTTL is the lifetime of a durable reader protection without
 	// renewal (default 30s).
 	LeaseTTL time.Duration
+	// MaterializeMaxLag bounds a stream's payload not yet in a generation
+	// (background-materialized profiles): beyond it appends are refused
+	// with a retriable error until materialization catches up (default
+	// 1 GiB; 0: no bound).
+	MaterializeMaxLag int64
 	// GCAdoptAfter is how long another node must have been gone from the
 	// cluster registry before its Object WAL log and BookKeeper ledgers are
 	// adopted and reclaimed by one live node (default 10m);
@@ -46,7 +51,7 @@ type LifecycleSettings struct {
 // DefaultLifecycleSettings returns the core's defaults.
 func DefaultLifecycleSettings() LifecycleSettings {
 	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second,
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaterializeMaxLag: 1 << 30,
 		GCAdoptAfter: cluster.DefaultAdoptAfter, GCAdoptScanInterval: time.Minute}
 }
 
@@ -61,6 +66,9 @@ func (l LifecycleSettings) validate() []error {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, d))
 		}
 	}
+	if l.MaterializeMaxLag < 0 {
+		errs = append(errs, fmt.Errorf("materialize-max-lag %d must not be negative", l.MaterializeMaxLag))
+	}
 	if l.MaterializeConcurrency <= 0 {
 		errs = append(errs, fmt.Errorf("materialize-concurrency %d must be positive", l.MaterializeConcurrency))
 	}
@@ -69,14 +77,20 @@ func (l LifecycleSettings) validate() []error {
 
 // coreLifecycle carries the settings into the core's config.
 func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
+	maxLag := l.MaterializeMaxLag
+	if maxLag == 0 {
+		maxLag = -1 // the flag's 0 is "no bound"; the core's 0 is its default
+	}
 	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
 		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
-		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL, AdoptScanInterval: l.GCAdoptScanInterval}
+		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL, MaxMaterializeLag: maxLag,
+		AdoptScanInterval: l.GCAdoptScanInterval}
 }
 
 var lifecycleSettings = []setting{
 	bytesSetting("generation-bytes", "target size of a generation object (read-optimized copy of a committed range)", func(c *Config) *int64 { return &c.Lifecycle.GenerationBytes }),
 	durSetting("generation-max-age", "materialize a smaller range once its oldest commit is this old", func(c *Config) *time.Duration { return &c.Lifecycle.GenerationMaxAge }),
+	bytesSetting("materialize-max-lag", "refuse appends (retriable) to a stream with more than this much payload not yet materialized; 0: no bound", func(c *Config) *int64 { return &c.Lifecycle.MaterializeMaxLag }),
 	intSetting("materialize-concurrency", "parallel materialization tasks", func(c *Config) *int64 { return &c.Lifecycle.MaterializeConcurrency }),
 	durSetting("gc-interval", "how often physical GC runs", func(c *Config) *time.Duration { return &c.Lifecycle.GCInterval }),
 	durSetting("gc-grace", "how long an unpublished, unprotected source stays before its bytes are deleted", func(c *Config) *time.Duration { return &c.Lifecycle.GCGrace }),

@@ -28,7 +28,7 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// on the streams this node owns (default 5s).
+	// on the streams this node owns (default 1s).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -124,7 +124,7 @@ type Tuning struct {
 func DefaultTuning() Tuning {
 	return Tuning{
 		SessionTTL:                     30 * time.Second,
-		RetentionInterval:              5 * time.Second,
+		RetentionInterval:              time.Second,
 		TailCacheBytes:                 64 << 20,
 		MaxPendingRuns:                 256,
 		ObjectWALUploadConcurrency:     4,

@@ -19,7 +19,7 @@ import (
 func TestTuningDefaultsMatchPackages(t *testing.T) {
 	d := DefaultTuning()
 	c := d.coreConfig(stream.Config{})
-	if c.SessionTTL != 30*time.Second || c.RetentionInterval != 5*time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
+	if c.SessionTTL != 30*time.Second || c.RetentionInterval != time.Second || c.TailCacheBytes != 64<<20 || c.MaxPendingRuns != 256 {
 		t.Errorf("core tuning %+v differs from stream.Config defaults", c)
 	}
 	w := d.objectWALConfig(objectwal.Config{}, ObjectStoreFile)
@@ -100,7 +100,8 @@ func TestParseBytes(t *testing.T) {
 func TestLifecycleDefaultsMatchCore(t *testing.T) {
 	got := DefaultLifecycleSettings().coreLifecycle()
 	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
-		GCInterval: 2 * time.Second, GCGrace: 5 * time.Second, LeaseTTL: 30 * time.Second, AdoptScanInterval: time.Minute}
+		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaxMaterializeLag: 1 << 30,
+		AdoptScanInterval: time.Minute}
 	if got != want {
 		t.Fatalf("lifecycle settings %+v differ from the core's defaults %+v", got, want)
 	}

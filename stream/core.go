@@ -43,7 +43,7 @@ type Config struct {
 	// index publication (default 256).
 	MaxPendingRuns int
 	// RetentionInterval is how often retention is enforced on the streams
-	// this process owns (default 5s).
+	// this process owns (default 1s).
 	RetentionInterval time.Duration
 	// ObjectStore holds generation objects. Without it streams are never
 	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
@@ -86,7 +86,7 @@ func (c *Config) withDefaults() error {
 		c.MaxPendingRuns = 256
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 5 * time.Second
+		c.RetentionInterval = time.Second
 	}
 	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
@@ -173,6 +173,11 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.leases = newLeaseTable(c)
 	if cfg.ObjectStore != nil {
 		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
+		// Read-ahead runs GETs in goroutines of its own: only on the real
+		// runtime, never under the deterministic simulator.
+		if _, real := cfg.runtime.(realRuntime); real && cfg.Lifecycle.GenerationReadAheadBytes > 0 {
+			c.gens.r.SetReadAhead(cfg.Lifecycle.GenerationReadAheadBytes)
+		}
 	}
 	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {

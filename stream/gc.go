@@ -381,6 +381,10 @@ func (c *Core) collectStream(ctx context.Context, h *head, pend *gcPending, pass
 			c.gcNoteGensRetired(h.ID, bound)
 		}
 	}
+	// Superseded generations of a merge, and the next merge if one is due.
+	if err := c.considerMerges(ctx, h); err != nil {
+		return err
+	}
 	if empty, touch := c.gcJournalEmpty(h.ID); full || !empty {
 		empty, err := c.drainJournal(ctx, h, pend)
 		if err != nil {
@@ -914,18 +918,18 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 	}
 	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
-	grace := c.cfg.Lifecycle.GCGrace
+	grace := c.cfg.Lifecycle.OrphanGrace
+	if h.State == StateDeleted {
+		// No task can publish into a deleted stream (the publication CAS
+		// refuses it): only a PUT still in flight needs waiting for.
+		grace = c.cfg.Lifecycle.GCGrace
+	}
 	for _, info := range orphans {
 		if gen, ok := genOfObjectKey(info.Key); !ok || gen >= h.NextGen {
 			// A task builds generation NextGen and publishes it only by a
 			// CAS that requires gen >= NextGen: an unnamed object at or
 			// above it may still be published; one below it never can.
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced; a materialization task may still publish it"})
-			c.markOrphanSweep(h.ID)
-			continue
-		}
-		if age := c.rt.now().Sub(info.ModTime); age < grace {
-			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
 			c.markOrphanSweep(h.ID)
 			continue
 		}
@@ -936,6 +940,11 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size,
 				Reason: "unreferenced, but it holds offsets no generation record covers: run rebuild-index"})
 			c.markOrphanSweep(h.ID) // keep reporting it until repaired
+			continue
+		}
+		if age := c.rt.now().Sub(info.ModTime); age < grace {
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
+			c.markOrphanSweep(h.ID)
 			continue
 		}
 		// Journal it (End = its range end is unknown without reading it;

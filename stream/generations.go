@@ -132,3 +132,33 @@ func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, 
 }
 
 func (g *genReader) forget(key string) { g.r.Forget(key) }
+
+// readAhead starts fetching what a sequential reader's next read from
+// offset next with maxBytes will want, when that lies in generations
+// (runs are the sources the read just used, in offset order): the span of
+// the generation holding next and, if that span ends the object, the
+// start of the following generation for the rest of the budget. Byte
+// budgets are estimates (payload bytes, not object bytes); the Reader uses
+// a prefetch that is too long or too short all the same.
+func (g *genReader) readAhead(ctx context.Context, runs []descriptor, next int64, maxBytes int) {
+	budget := maxBytes
+	for _, d := range runs {
+		if d.End <= next || budget <= 0 {
+			continue
+		}
+		if d.Provider != generationProvider || d.Start > next || len(d.Parts) != 1 {
+			return
+		}
+		t, err := decodeGenTarget(d.Parts[0].Target)
+		if err != nil {
+			return
+		}
+		g.r.Prefetch(ctx, t.Key, t.Info, next, budget)
+		if rest := t.Bytes * (t.End - next) / max(t.End-t.Start, 1); rest < int64(budget) {
+			budget -= int(rest)
+		} else {
+			return
+		}
+		next = d.End
+	}
+}

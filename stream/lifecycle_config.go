@@ -23,11 +23,33 @@ type LifecycleConfig struct {
 	// DisableMaterialization turns background materialization off (tests,
 	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
 	DisableMaterialization bool
-	// GCInterval is how often logical and physical GC run (default 2s).
+	// MaxMaterializeLag bounds a stream's committed payload not yet in a
+	// generation for the profiles that materialize in the background (all
+	// but BOOKKEEPER_WAL_ONLY and BOOKKEEPER_WAL_SYNC_OBJECT): beyond it,
+	// appends to the stream are refused with ErrStorageUnavailable
+	// (retriable) until materialization catches up, so a stuck or slow
+	// materializer cannot grow the WAL without bound. Streams that are not
+	// materialized on purpose (short time retention, materialization
+	// disabled) are not limited. Default 1 GiB; negative: no bound.
+	MaxMaterializeLag int64
+	// DisableMerge turns off merging adjacent small generations into larger
+	// ones (merge.go). Merges never run in a GC dry run.
+	DisableMerge bool
+	// GCInterval is how often logical and physical GC run (default 1s).
 	GCInterval time.Duration
 	// GCGrace is how long a source stays after it was unpublished and no
-	// protection needs it before its bytes are deleted (default 5s).
+	// protection needs it before its bytes are deleted (default 2s). Reads
+	// do not depend on it for safety (a read takes its protection before it
+	// reads the head, and one that finds its source gone resolves again);
+	// it covers clock skew and lease-write visibility, and it delays space
+	// reclaim by its length.
 	GCGrace time.Duration
+	// OrphanGrace is how old an unreferenced generation object must be
+	// before the orphan sweep journals it (a task's PUT whose publication
+	// never happened). A materialization or merge task is bounded by two
+	// thirds of it, so it must exceed how long a task takes (default 30s,
+	// at least GCGrace).
+	OrphanGrace time.Duration
 	// GCDryRun makes GC report what it would delete and delete nothing.
 	GCDryRun bool
 	// GCDisabled turns physical and logical GC off entirely.
@@ -40,6 +62,17 @@ type LifecycleConfig struct {
 	// GenerationCacheBytes bounds the parsed generation footers kept for
 	// reads (default 16 MiB).
 	GenerationCacheBytes int64
+	// GenerationReadAheadBytes, when > 0, turns on read-ahead for
+	// sequential (catch-up) readers of generations and bounds the bytes
+	// fetched ahead and not yet read: a read that stops inside the
+	// generations starts the GET of what the same reader's next read will
+	// want (also in the next object), so a consumer that alternates
+	// between fetching and processing finds its next bytes fetched. Off by
+	// default: on the loaded 2-core machine it was measured on it made
+	// catch-up slower, on the filesystem store and on S3 alike (the
+	// hand-off between the prefetching goroutine and the reader costs
+	// more than the overlap gains there; docs/notes/issue-9.md, session 9).
+	GenerationReadAheadBytes int64
 	// AdoptScanInterval is how often GC lists the WAL providers' writer
 	// identities to find a dead writer's sources to adopt (Config.Adoption;
 	// default 1m). The Object WAL lists its whole log prefix for it.
@@ -66,10 +99,16 @@ func (l *LifecycleConfig) withDefaults() {
 		l.MaterializeConcurrency = 2
 	}
 	if l.GCInterval <= 0 {
-		l.GCInterval = 2 * time.Second
+		l.GCInterval = time.Second
 	}
 	if l.GCGrace <= 0 {
-		l.GCGrace = 5 * time.Second
+		l.GCGrace = 2 * time.Second
+	}
+	if l.MaxMaterializeLag == 0 {
+		l.MaxMaterializeLag = 1 << 30
+	}
+	if l.OrphanGrace <= 0 {
+		l.OrphanGrace = max(30*time.Second, l.GCGrace)
 	}
 	if l.LeaseTTL <= 0 {
 		l.LeaseTTL = 30 * time.Second

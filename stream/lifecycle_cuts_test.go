@@ -51,7 +51,7 @@ func TestLifecycleResponseLossCuts(t *testing.T) {
 			}
 			c, err := stream.Open(ctx, stream.Config{Metadata: meta, ObjectWAL: w, ObjectStore: objs, WriterID: "b1", Logger: testLogger(t),
 				RetentionInterval: time.Hour, Lifecycle: stream.LifecycleConfig{Interval: 10 * time.Millisecond, GenerationBytes: 2 << 10,
-					GenerationMaxAge: 300 * time.Millisecond, GCInterval: time.Hour, GCGrace: 10 * time.Millisecond}})
+					GenerationMaxAge: 300 * time.Millisecond, GCInterval: time.Hour, GCGrace: 10 * time.Millisecond, OrphanGrace: 10 * time.Millisecond}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,9 @@ type lcMetrics struct {
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
+	backpressured                      atomic.Int64
+	merges, mergedSources, mergedBytes atomic.Int64
+	mergeFailures, mergeNanos          atomic.Int64
 	compactions, compactedBytes        atomic.Int64
 	compactFailures                    atomic.Int64
 }
@@ -38,6 +41,14 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// MaterializeBackpressured counts appends refused because their
+	// stream's materialization lag exceeded MaxMaterializeLag.
+	MaterializeBackpressured int64
+	// Merges counts published merged generations, MergedSources the small
+	// generations they replaced, MergedBytes their payload, MergeSeconds
+	// the time merge tasks took; MergeFailures failed merge tasks.
+	Merges, MergedSources, MergedBytes, MergeFailures int64
+	MergeSeconds                                      float64
 	// Adoptions counts dead writers whose sources this process adopted.
 	Adoptions int64
 	// Compactions counts published views (compact.go); CompactedBytes the
@@ -57,6 +68,9 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		MaterializeBackpressured: m.backpressured.Load(),
+		Merges:                   m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
+		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
 		Adoptions:   m.adoptions.Load(),
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
 	}

@@ -28,7 +28,7 @@ type lcEnv struct {
 func newLCEnv(t *testing.T) *lcEnv {
 	return &lcEnv{meta: memstore.New(), objects: objmem.New(), lc: stream.LifecycleConfig{
 		Interval: 20 * time.Millisecond, GenerationBytes: 4 << 10, GenerationMaxAge: 200 * time.Millisecond,
-		GCInterval: time.Hour /* tests drive GC */, GCGrace: 50 * time.Millisecond, LeaseTTL: 2 * time.Second,
+		GCInterval: time.Hour /* tests drive GC */, GCGrace: 50 * time.Millisecond, OrphanGrace: 50 * time.Millisecond, LeaseTTL: 2 * time.Second,
 	}}
 }
 

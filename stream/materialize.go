@@ -50,11 +50,15 @@ type materializer struct {
 	urgent     map[ID]bool      // streams with appends waiting for a generation
 	firstSeen  map[ID]time.Time // when unmaterialized data at the current frontier was first seen
 	frontierAt map[ID]int64     // the frontier firstSeen refers to
+	// mergeCursor: below this offset no merge window can form any more
+	// (merge.go); a hint, rebuilt from the start offset after a restart.
+	mergeCursor map[ID]int64
 }
 
 func newMaterializer(c *Core) *materializer {
 	return &materializer{c: c, sem: make(chan struct{}, c.cfg.Lifecycle.MaterializeConcurrency),
-		running: map[ID]bool{}, urgent: map[ID]bool{}, firstSeen: map[ID]time.Time{}, frontierAt: map[ID]int64{}}
+		running: map[ID]bool{}, urgent: map[ID]bool{}, firstSeen: map[ID]time.Time{}, frontierAt: map[ID]int64{},
+		mergeCursor: map[ID]int64{}}
 }
 
 // materializes reports whether profile p's streams are ever materialized.
@@ -194,9 +198,36 @@ func (m *materializer) run(ctx context.Context, id ID, indexOnly bool) error {
 	return c.publishGenIndex(tctx, id)
 }
 
+// materializeBackpressure refuses an append to o's stream while its
+// unmaterialized payload exceeds MaxMaterializeLag (see LifecycleConfig).
+// It reads only the owner's in-memory head.
+func (c *Core) materializeBackpressure(o *owner) error {
+	bound := c.cfg.Lifecycle.MaxMaterializeLag
+	if bound < 0 || c.gens == nil {
+		return nil
+	}
+	h, _ := o.committed()
+	if !c.materializes(h.Profile) || syncObject(h.Profile) || c.cfg.Lifecycle.DisableMaterialization ||
+		h.Retention.Time > 0 && h.Retention.Time <= 2*c.cfg.Lifecycle.GenerationMaxAge {
+		return nil
+	}
+	lag := h.CommittedBytes - max(h.GenCumBytes, h.StartBytes)
+	if lag <= bound {
+		return nil
+	}
+	c.lc.backpressured.Add(1)
+	c.mat.mu.Lock()
+	pending := c.mat.urgent[h.ID] || c.mat.running[h.ID]
+	c.mat.mu.Unlock()
+	if !pending {
+		c.mat.urge(h.ID) // materialize now, whatever size or age says
+	}
+	return fmt.Errorf("%w: stream %v has %d bytes not yet materialized (bound %d): retry later", ErrStorageUnavailable, h.ID, lag, bound)
+}
+
 // taskTimeout bounds a task so its PUT-to-publication window stays inside
 // the grace period the orphan sweep waits for.
-func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.GCGrace*2/3, time.Second) }
+func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.OrphanGrace*2/3, time.Second) }
 
 // build materializes the next range of stream id and publishes it.
 func (m *materializer) build(ctx context.Context, id ID) error {

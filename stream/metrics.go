@@ -75,7 +75,10 @@ type Stats struct {
 	// GenerationReads counts parts read from generation objects;
 	// ReadRetries reads that resolved again after GC moved a source.
 	GenerationReads, ReadRetries int64
-	OwnedStreams                 int
+	// GenerationReadAheads counts generation spans fetched ahead of
+	// sequential readers; GenerationReadAheadHits those a read used.
+	GenerationReadAheads, GenerationReadAheadHits int64
+	OwnedStreams                                  int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
 	// CommitRoundBounds, last bucket unbounded).
@@ -102,6 +105,10 @@ func (c *Core) Stats() Stats {
 	}
 	for i := range m.roundBuckets {
 		s.CommitRoundBuckets = append(s.CommitRoundBuckets, m.roundBuckets[i].Load())
+	}
+	if c.gens != nil {
+		rs := c.gens.r.Stats()
+		s.GenerationReadAheads, s.GenerationReadAheadHits = rs.ReadAheads, rs.ReadAheadHits
 	}
 	c.mu.Lock()
 	s.OwnedStreams = len(c.owners)

@@ -124,7 +124,11 @@ func toReadEntries(in []provider.ReadEntry) []ReadEntry {
 // readEntries gathers committed entries from `from` (< h.End) within the
 // read limits: from the tail cache when it covers `from`, otherwise from the
 // generations and WAL runs that the head and indexes locate.
-func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) ([]ReadEntry, error) {
+//
+// With read-ahead on (LifecycleConfig.GenerationReadAheadBytes), a read
+// that stops inside the generations starts fetching what the same
+// reader's next read will want (generations.go, readAhead).
+func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) (_ []ReadEntry, rerr error) {
 	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
 		c.metrics.tailHits.Add(1)
 		return toReadEntries(got), nil
@@ -132,8 +136,17 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 	var out []ReadEntry
 	size := 0
 	next := from
+	var runs []descriptor
+	if c.gens != nil && c.cfg.Lifecycle.GenerationReadAheadBytes > 0 && from < h.GenThrough {
+		defer func() {
+			if rerr == nil && next < h.End {
+				c.gens.readAhead(ctx, runs, next, opts.MaxBytes)
+			}
+		}()
+	}
 	for next < h.End && len(out) < opts.MaxEntries && size < opts.MaxBytes {
-		runs, err := c.runsFrom(ctx, h, next, 8)
+		var err error
+		runs, err = c.runsFrom(ctx, h, next, 8)
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +182,9 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				} else {
 					c.metrics.walReads.Add(1)
 				}
+				if out == nil {
+					out = make([]ReadEntry, 0, outCap(entries, opts))
+				}
 				for _, e := range entries {
 					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
 						continue
@@ -190,6 +206,22 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 		}
 	}
 	return out, nil
+}
+
+// outCap sizes a read's result from its first part's entries: as many
+// entries as the read's byte budget holds at their average size (within
+// MaxEntries), so a catch-up read of many small entries fills one slice
+// instead of growing it by doubling.
+func outCap(first []provider.ReadEntry, opts ReadOptions) int {
+	n, size := len(first), 0
+	for _, e := range first {
+		size += len(e.Payload)
+	}
+	if n == 0 || size == 0 {
+		return min(n, opts.MaxEntries)
+	}
+	want := int(min(int64(opts.MaxBytes)*int64(n)/int64(size)+1, int64(opts.MaxEntries)))
+	return max(min(want, opts.MaxEntries), min(n, opts.MaxEntries))
 }
 
 // runsFrom returns up to limit committed sources in offset order, the first

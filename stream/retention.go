@@ -103,6 +103,10 @@ func (c *Core) retentionCut(ctx context.Context, h *head) (int64, error) {
 	cutoff := c.nowMs() - r.Time.Milliseconds()
 	retained := h.CommittedBytes - h.StartBytes
 	trimTo := h.Start
+	// cum is the cumulative size at trimTo. Sources may overlap while a
+	// merge finishes (a merged generation and the small ones it replaces
+	// are both listed): each byte is counted once.
+	cum := h.StartBytes
 	for trimTo < h.End {
 		runs, err := c.runsFrom(ctx, h, trimTo, 256)
 		if err != nil {
@@ -117,8 +121,9 @@ func (c *Core) retentionCut(ctx context.Context, h *head) (int64, error) {
 			if !old && !big {
 				return trimTo, nil
 			}
-			retained -= d.CumBytes - max(d.CumBytes-d.Bytes, h.StartBytes)
-			trimTo = d.End
+			retained -= max(d.CumBytes-max(d.CumBytes-d.Bytes, cum), 0)
+			cum = max(cum, d.CumBytes)
+			trimTo = max(trimTo, d.End)
 		}
 	}
 	return trimTo, nil

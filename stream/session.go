@@ -188,6 +188,10 @@ func (c *Core) AppendAsync(s Session, req AppendRequest) *AppendFuture {
 		f.Resolve(AppendResult{}, fmt.Errorf("%w: no live session of this process on stream %v (acquire one)", ErrFenced, s.Stream))
 		return f
 	}
+	if err := c.materializeBackpressure(o); err != nil {
+		f.Resolve(AppendResult{}, err)
+		return f
+	}
 	o.appendAsync(s, req, f)
 	return f
 }

@@ -38,7 +38,10 @@
 //   - Append enqueues a group of records and blocks while the in-flight budget
 //     (MaxInFlightBytes, MaxInFlightBatches) is exhausted.
 //   - The sealer seals pending groups when FlushBytes is reached or the oldest
-//     has waited FlushInterval, packs them into segments of at most
+//     has waited FlushInterval — or, with GroupCommit, as soon as no segment
+//     upload is in flight (what arrived during an upload becomes the next
+//     segment, whose upload overlaps the previous manifest CAS) — packs them
+//     into segments of at most
 //     SegmentMaxBytes (groups kept whole) and names each
 //     "<SegmentPrefix>/<runID>/<ordinal:016x>": runID is a ULID chosen per
 //     Producer, ordinals count from 0 per run, so a location is unique for all
@@ -56,7 +59,10 @@
 // manifest, and a newer epoch halts the producer with ErrFenced. Someone else
 // at the same epoch (a snapshotter or Collector calling SetSnapshot or
 // TruncateThrough) is a free re-plan: the producer re-applies its pending
-// entries to the fresh manifest. A commit whose outcome is unknown (timeout,
+// entries to the fresh manifest. Producer.Truncate avoids even that: it
+// folds a truncation into the producer's own next commit (or, when idle, a
+// commit of its own), so the producer stays the manifest's only writer. A
+// commit whose outcome is unknown (timeout,
 // reset, 5xx) is never blindly retried: the next reload proves whether it
 // landed via TailLocations and NextSequence (only the producer appends at its
 // epoch) and resolves it, so nothing is appended twice. A Durability error

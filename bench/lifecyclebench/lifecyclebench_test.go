@@ -49,6 +49,7 @@ var (
 	batchBytes  = flag.Int("lcbench.batch", 1<<20, "producer max batch bytes (small batches make small WAL runs)")
 	catchParts  = flag.Int("lcbench.partitions", 4, "TestCatchUp: partitions of the backlog topic")
 	profile     = flag.String("lcbench.profile", "", "TestSpace: nereus.storage.profile of the topics (BookKeeper ones need --bookkeeper-zk in -lcbench.args)")
+	cpuProfile  = flag.String("lcbench.cpuprofile", "", "TestCatchUp: write the CPU profile of each server's read phase (the restarted process) to <this>-<layout>.cpu")
 	bkEnvDir    = flag.String("lcbench.bkenv", "", "TestSpace: BK_ENV_DIR of a scripts/bookkeeper-env.sh cluster: count its ledgers (BookieShell listledgers) every sample")
 )
 
@@ -400,7 +401,13 @@ func TestCatchUp(t *testing.T) {
 	t.Logf("sequential file read of %.0f MB: %.0f MB/s", mb(*backlog), fileMBs)
 
 	run := func(label string, rate float64, args ...string) (readMBs float64) {
-		srv := testserver.Start(t, testserver.Options{DisablePulsar: true, Args: serverArgs(args...)})
+		var env []string
+		if *cpuProfile != "" {
+			// Every start truncates the file: what remains is the profile
+			// of the restarted process, i.e. of the read phase.
+			env = append(env, "NEREUS_DEBUG_CPU_PROFILE="+*cpuProfile+"-"+label+".cpu")
+		}
+		srv := testserver.Start(t, testserver.Options{DisablePulsar: true, Args: serverArgs(args...), Env: env})
 		c := srv.Client()
 		topic := "catchup-" + label
 		createTopics(t, ctx, srv.KafkaAddr(), int32(parts), nil, topic)

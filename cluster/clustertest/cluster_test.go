@@ -80,15 +80,19 @@ type ack struct {
 	at        time.Time
 }
 
-// TestKafkaClusterSurvivesKillJoinAndStop: three nodes; franz-go
-// idempotent producers on 12 partitions and a 3-member consumer group keep
-// flowing while one node is SIGKILLed, a fourth joins and another stops
-// gracefully. Afterwards every acknowledged record is in its partition
-// exactly once, at the offset it was acknowledged with (offsets never
-// move), in production order; the group read every acknowledged record.
-// It logs the failover time (SIGKILL → first acknowledged produce on each
-// partition the killed node led) and the graceful handoff pause.
-func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
+// TestClusterSurvivesKillJoinAndStop: three nodes; franz-go idempotent
+// producers on 12 partitions and a 3-member consumer group, and (on the
+// same servers) pulsar-client-go producers with a Key_Shared and a
+// two-consumer Failover subscription on a 6-partition topic, keep flowing
+// while one node is SIGKILLed, a fourth joins and another stops
+// gracefully. Afterwards every acknowledged Kafka record is in its
+// partition exactly once, at the offset it was acknowledged with (offsets
+// never move), in production order, and the group read every one; every
+// acknowledged Pulsar message is stored once and delivered to both
+// subscriptions, per key in order (pulsarFlow.finish). It logs the
+// failover time (SIGKILL → first acknowledged produce on each partition
+// the killed node led) and the graceful handoff pause.
+func TestClusterSurvivesKillJoinAndStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test") // skip-ok: -short asks for quick tests only
 	}
@@ -96,6 +100,7 @@ func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
 	n1, n2, n3 := e.start(), e.start(), e.start()
 	waitBrokers(t, n1, 3)
 	seeds := []string{n1.KafkaAddr(), n2.KafkaAddr(), n3.KafkaAddr()}
+	pf := startPulsarFlow(t, n2.URL(), "pulsar://"+n1.PulsarAddr()+","+n2.PulsarAddr()+","+n3.PulsarAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -213,16 +218,20 @@ func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
 		}
 	}
 	waitAcks(500)
+	pf.waitAcks(300)
 
 	// 1. SIGKILL a node: its partitions fail over.
 	before := leadersOf()
+	t.Logf("leaders before the kill: %v", before)
 	victim := n1
 	victimID := brokerID(t, n1)
 	killAt := time.Now()
 	victim.Kill()
 	t.Logf("SIGKILLed broker %d at %s", victimID, killAt.Format(time.StampMilli))
-	base := ackCount()
+	base, pbase := ackCount(), pf.acks()
 	waitAcks(base + 1000)
+	pf.waitAcks(pbase + 300)
+	t.Logf("pulsar: acknowledged sends resumed after the kill within %v", time.Since(killAt).Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
 	mu.Lock()
 	var failovers []time.Duration
@@ -249,8 +258,9 @@ func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
 	// 2. A fourth node joins: some partitions move to it by handoff.
 	n4 := e.start()
 	waitBrokers(t, n2, 3)
-	base = ackCount()
+	base, pbase = ackCount(), pf.acks()
 	waitAcks(base + 1000)
+	pf.waitAcks(pbase + 300)
 
 	// 3. A graceful stop: its partitions are handed over.
 	before = leadersOf()
@@ -258,8 +268,9 @@ func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
 	stopAt := time.Now()
 	n2.Stop()
 	t.Logf("stopped broker %d gracefully in %v", leaverID, time.Since(stopAt).Round(time.Millisecond))
-	base = ackCount()
+	base, pbase = ackCount(), pf.acks()
 	waitAcks(base + 1000)
+	pf.waitAcks(pbase + 300)
 	time.Sleep(2 * time.Second)
 	mu.Lock()
 	var pauses []time.Duration
@@ -321,6 +332,7 @@ func TestKafkaClusterSurvivesKillJoinAndStop(t *testing.T) {
 	for _, c := range consumers {
 		c.Close()
 	}
+	pf.finish() // the Pulsar side: stored once, delivered, per key in order
 
 	// Verify the log: read every partition from the start through a
 	// surviving node.

@@ -99,8 +99,11 @@ func printGCStatus(w io.Writer, st adminapi.GCStatus, limit int) {
 	s := st.Stats
 	fmt.Fprintf(tw, "deleted:\t%d segments, %d ledgers, %d generation objects, %d records, %d streams (%s)\n",
 		s.DeletedSegments, s.DeletedLedgers, s.DeletedObjects, s.DeletedRecords, s.DeletedStreams, humanBytes(s.DeletedBytes))
-	fmt.Fprintf(tw, "generations:\t%d published (%s), %d failed tasks; lag %s, oldest %ds\n",
-		s.Materialized, humanBytes(s.MaterializedBytes), s.MaterializeFailures, humanBytes(s.MaterializeLagBytes), s.MaterializeLagSeconds)
+	fmt.Fprintf(tw, "generations:\t%d published (%s), %d failed tasks; lag %s, oldest %ds; %d appends refused for lag\n",
+		s.Materialized, humanBytes(s.MaterializedBytes), s.MaterializeFailures, humanBytes(s.MaterializeLagBytes), s.MaterializeLagSeconds,
+		s.MaterializeBackpressured)
+	fmt.Fprintf(tw, "merges:\t%d published, %d generations merged (%s), %d failed tasks\n",
+		s.Merges, s.MergedSources, humanBytes(s.MergedBytes), s.MergeFailures)
 	fmt.Fprintf(tw, "retention:\t%d trims\n", s.RetentionTrims)
 	fmt.Fprintf(tw, "pending:\t%d units (%s known)\n", st.PendingCount, humanBytes(st.PendingBytes))
 	tw.Flush()

@@ -28,7 +28,7 @@ func newRetentionCmd(e env, o *streamOpts) *cobra.Command {
 Without flags it prints the current retention. --time keeps entries younger
 than DURATION (e.g. 168h); --bytes keeps at most SIZE bytes (e.g. 10GiB); a
 zero value, or --clear for both, means unlimited. Setting one limit keeps the
-other. The server enforces retention every --retention-interval (default 30s)
+other. The server enforces retention every --retention-interval (default 1s)
 by advancing the stream's start offset; it never removes entries a reader
 still needs within the limits.`,
 		Args: argsWithHelp(cobra.ExactArgs(1)),

@@ -77,6 +77,7 @@ a second signal exits at once.`,
 				<-ctx.Done()
 				stop()
 			}()
+			defer startCPUProfile(e.lookupEnv, e.stderr)()
 			return server.Run(ctx, cfg, logger)
 		},
 	}

@@ -34,6 +34,8 @@ var families = map[string][]string{
 	"lifecycle": {"nereus_lifecycle_generations_published_total", "nereus_lifecycle_materialized_bytes_total",
 		"nereus_lifecycle_materialize_failures_total", "nereus_lifecycle_materialize_seconds_total",
 		"nereus_lifecycle_materialize_lag_bytes", "nereus_lifecycle_materialize_lag_seconds", "nereus_lifecycle_retention_trims_total",
+		"nereus_lifecycle_materialize_backpressure_total", "nereus_lifecycle_merges_total", "nereus_lifecycle_merged_sources_total", "nereus_lifecycle_merged_bytes_total",
+		"nereus_lifecycle_merge_failures_total", "nereus_lifecycle_merge_seconds_total",
 		"nereus_gc_passes_total", "nereus_gc_errors_total", "nereus_gc_deleted_total", "nereus_gc_deleted_bytes_total",
 		"nereus_gc_pending_units", "nereus_gc_pending_bytes"},
 	"per stream": {"nereus_streams", "nereus_stream_metrics_truncated", "nereus_stream_start_offset",

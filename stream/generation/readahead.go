@@ -50,17 +50,20 @@ func (r *Reader) SetReadAhead(budget int64) {
 	}
 }
 
-// takeAhead returns the prefetched bytes of span [off, off+n) of key, if a
-// prefetch of exactly that span exists and succeeded; ok is false if the
-// caller must GET them itself. It waits for a prefetch in flight.
-func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off, n int64) (raw []byte, ok bool, err error) {
+// takeAhead returns the prefetched bytes of key from byte position off
+// (a block start), if a prefetch from there exists and succeeded; ok is
+// false if the caller must GET them itself. The bytes end on a block
+// boundary but may be fewer or more than the caller's span (a prefetch
+// guessed the next Read's budget); the caller uses what fits. It waits
+// for a prefetch in flight.
+func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off int64) (raw []byte, ok bool, err error) {
 	r.mu.Lock()
 	p := r.ahead[aheadKey{key, off}]
 	if p != nil {
 		r.dropAheadLocked(p)
 	}
 	r.mu.Unlock()
-	if p == nil || p.n != n || p.info != info {
+	if p == nil || p.info != info {
 		return nil, false, nil
 	}
 	select {
@@ -73,6 +76,55 @@ func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off, n in
 	}
 	r.aheadHits.Add(1)
 	return p.raw, true, nil
+}
+
+// keepAhead keeps raw, the verified-later bytes of key from block start off
+// that a Read took from a longer prefetch and did not need, as a completed
+// prefetch for the next Read, if the budget allows.
+func (r *Reader) keepAhead(key string, info Info, off int64, raw []byte) {
+	n := int64(len(raw))
+	at := aheadKey{key, off}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aheadBudget <= 0 || r.ahead[at] != nil || r.aheadBytes+n > r.aheadBudget {
+		return
+	}
+	p := &prefetch{at: at, info: info, n: n, done: make(chan struct{}), raw: raw}
+	close(p.done)
+	p.el = r.aheadLRU.PushFront(p)
+	r.ahead[at] = p
+	r.aheadBytes += n
+}
+
+// Prefetch starts fetching, in the background, the span a Read of key
+// (described by info) from offset from with maxBytes would fetch: a
+// sequential reader that will cross into this object next (read-ahead
+// within one object is automatic; the Reader does not know which object
+// follows). The footer is loaded first if it is not cached. A no-op
+// without a read-ahead budget, for an offset outside the object, or when
+// the budget is taken. Nothing it fetches is used unverified: a Read
+// decodes prefetched bytes like any others.
+func (r *Reader) Prefetch(ctx context.Context, key string, info Info, from int64, maxBytes int) {
+	if from < info.Start || from >= info.End || !r.readAheadOn() {
+		return
+	}
+	r.mu.Lock()
+	var f *Footer
+	if el, ok := r.items[key]; ok && el.Value.(*cacheItem).f.info == info {
+		f = el.Value.(*cacheItem).f
+	}
+	r.mu.Unlock()
+	if f != nil {
+		r.startAhead(ctx, key, f, from, maxBytes)
+		return
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+	go func() {
+		defer cancel()
+		if f, err := r.Footer(gctx, key, info); err == nil {
+			r.startAhead(gctx, key, f, from, maxBytes)
+		}
+	}()
 }
 
 // startAhead starts fetching the span that a Read from offset next with

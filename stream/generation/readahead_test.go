@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/faultstore"
@@ -170,4 +172,152 @@ func TestReadAheadFaults(t *testing.T) {
 			t.Fatalf("after Forget: %+v", st)
 		}
 	})
+}
+
+// TestPrefetchNextObject: a reader that Prefetches the next object before
+// reading it finds its footer and first span fetched: the catch-up makes
+// the same GETs as without read-ahead and every read is a prefetch hit.
+func TestPrefetchNextObject(t *testing.T) {
+	ctx := context.Background()
+	counted := faultstore.New(memstore.New(), faultstore.Config{})
+	objs := putObjects(t, counted, 4, 26)
+	r := NewReader(counted, 1<<20)
+	r.SetReadAhead(1 << 20)
+	const budget = 32 << 10
+	reads := 0
+	for i, o := range objs {
+		for from := o.info.Start; from < o.info.End; {
+			es, err := r.Read(ctx, o.key, o.info, from, budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkPrefix(es, o.entries, from); err != nil {
+				t.Fatal(err)
+			}
+			from = es[len(es)-1].End()
+			reads++
+			if from == o.info.End && i+1 < len(objs) {
+				n := objs[i+1]
+				r.Prefetch(ctx, n.key, n.info, n.info.Start, budget)
+				waitAhead(t, r, n.key, n.info.Start)
+			}
+		}
+	}
+	gets := counted.Counts(faultstore.OpGetRange).Calls
+	if gets != int64(reads+len(objs)) {
+		t.Fatalf("%d reads of %d objects made %d GETs, want %d", reads, len(objs), gets, reads+len(objs))
+	}
+	if st := r.Stats(); st.ReadAheadHits != int64(reads-1) || st.ReadAheadBytes != 0 {
+		t.Fatalf("stats %+v after %d reads (all but the first should be prefetched)", st, reads)
+	}
+	// Outside the object or without a budget: nothing.
+	r.Prefetch(ctx, objs[0].key, objs[0].info, objs[0].info.End, budget)
+	r.SetReadAhead(0)
+	r.Prefetch(ctx, objs[1].key, objs[1].info, objs[1].info.Start, budget)
+	if st := r.Stats(); st.ReadAheads != int64(reads-1) {
+		t.Fatalf("prefetch started when it should not: %+v", st)
+	}
+}
+
+// waitAhead waits (bounded) until the Reader holds a completed prefetch of
+// key from the block holding offset from.
+func waitAhead(t *testing.T, r *Reader, key string, from int64) {
+	t.Helper()
+	for range 2000 {
+		r.mu.Lock()
+		var done bool
+		for at, p := range r.ahead {
+			if at.key == key {
+				select {
+				case <-p.done:
+					done = true
+				default:
+				}
+			}
+		}
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no prefetch of %s at %d completed", key, from)
+}
+
+// TestPrefetchOfAnotherLength: a prefetch longer than the Read's span
+// serves it and keeps the rest for the next Read; a shorter one serves its
+// blocks and the Read GETs only the rest. Entries are exactly right and
+// no byte is fetched twice.
+func TestPrefetchOfAnotherLength(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name             string
+		prefetch, budget int
+	}{{"longer", 200 << 10, 20 << 10}, {"shorter", 10 << 10, 60 << 10}, {"whole-object", 1 << 30, 16 << 10}} {
+		t.Run(c.name, func(t *testing.T) {
+			counted := &byteCounter{ObjectStore: memstore.New()}
+			o := putObjects(t, counted, 1, 27)[0]
+			r := NewReader(counted, 1<<20)
+			r.SetReadAhead(4 << 20)
+			if _, err := r.Footer(ctx, o.key, o.info); err != nil {
+				t.Fatal(err)
+			}
+			r.Prefetch(ctx, o.key, o.info, o.info.Start, c.prefetch)
+			waitAhead(t, r, o.key, o.info.Start)
+			before, prefetched := counted.bytes.Load(), r.Stats().ReadAheadBytes
+			reads := catchUp(t, r, []storedObject{o}, c.budget)
+			st := r.Stats()
+			if st.ReadAheadHits == 0 || st.ReadAheadBytes != 0 {
+				t.Fatalf("stats %+v after %d reads", st, reads)
+			}
+			f, _ := r.Footer(ctx, o.key, o.info)
+			data := o.info.FooterOffset - f.Block(0).Pos
+			if got := counted.bytes.Load() - before; got+prefetched != data {
+				t.Fatalf("catch-up fetched %d bytes after a prefetch of %d; the data is %d bytes (each byte should be fetched once)", got, prefetched, data)
+			}
+		})
+	}
+}
+
+// TestKeptPrefetchCorrupt: bytes kept from a longer prefetch are verified
+// when a Read uses them: a flipped bit there is refused.
+func TestKeptPrefetchCorrupt(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	o := putObjects(t, store, 1, 28)[0]
+	r := NewReader(store, 1<<20)
+	r.SetReadAhead(4 << 20)
+	f, err := r.Footer(ctx, o.key, o.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, _ := store.Get(ctx, o.key)
+	victim := f.Block(2)
+	obj[victim.Pos+victim.Len/2] ^= 1
+	if _, err := store.Put(ctx, o.key, obj, objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.Prefetch(ctx, o.key, o.info, o.info.Start, 1<<30) // the whole object
+	waitAhead(t, r, o.key, o.info.Start)
+	es, err := r.Read(ctx, o.key, o.info, o.info.Start, 1) // block 0 only
+	if err != nil || checkPrefix(es, o.entries, o.info.Start) != nil {
+		t.Fatalf("block 0: %v", err)
+	}
+	if _, err := r.Read(ctx, o.key, o.info, f.Block(1).First, 1); err != nil {
+		t.Fatalf("block 1: %v", err)
+	}
+	_, err = r.Read(ctx, o.key, o.info, victim.First, 1)
+	mustCorrupt(t, "corrupt block kept from a longer prefetch", err)
+}
+
+// byteCounter counts the bytes GetRange returns.
+type byteCounter struct {
+	objectstore.ObjectStore
+	bytes atomic.Int64
+}
+
+func (c *byteCounter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	b, err := c.ObjectStore.GetRange(ctx, key, off, n)
+	c.bytes.Add(int64(len(b)))
+	return b, err
 }

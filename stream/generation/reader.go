@@ -100,28 +100,64 @@ func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, ma
 	if err != nil {
 		return nil, err
 	}
-	raw, ok, err := r.takeAhead(ctx, key, info, off, n)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		raw, err = r.store.GetRange(ctx, key, off, n)
-		if err != nil {
-			err = readStoreError(key, err)
-			if isNotFound(err) {
-				r.Forget(key)
-			}
-			return nil, err
-		}
-	}
-	if int64(len(raw)) != n {
-		return nil, corrupt(fmt.Sprintf("%s: read %d bytes at %d, the footer says %d (truncated object)", key, len(raw), off, n))
-	}
-	entries, err := DecodeSpan(f, raw, off, from)
+	entries, err := r.readSpan(ctx, key, f, off, n, from)
 	if err == nil && len(entries) > 0 && r.readAheadOn() {
 		r.startAhead(ctx, key, f, entries[len(entries)-1].End(), maxBytes)
 	}
 	return entries, err
+}
+
+// readSpan returns the verified entries of span [off, off+n) of key that
+// end after from: from a prefetch of the span's start if there is one (its
+// bytes past n stay prefetched for the next Read; a prefetch shorter than
+// n is completed with one GET of the rest), else with one GET.
+func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, from int64) ([]Entry, error) {
+	raw, ok, err := r.takeAhead(ctx, key, f.info, off)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		raw, err = r.get(ctx, key, off, n)
+		if err != nil {
+			return nil, err
+		}
+		return DecodeSpan(f, raw, off, from)
+	}
+	got := int64(len(raw))
+	if got > n {
+		r.keepAhead(key, f.info, off+n, raw[n:got:got])
+		raw, got = raw[:n:n], n
+	}
+	entries, err := DecodeSpan(f, raw, off, from)
+	if err != nil || got == n {
+		return entries, err
+	}
+	rest, err := r.get(ctx, key, off+got, n-got)
+	if err != nil {
+		return nil, err
+	}
+	more, err := DecodeSpan(f, rest, off+got, from)
+	if err != nil {
+		return nil, err
+	}
+	return append(entries, more...), nil
+}
+
+// get is one ranged GET of [off, off+n) of key, which must return exactly
+// n bytes (fewer means the object is not what its footer says).
+func (r *Reader) get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	raw, err := r.store.GetRange(ctx, key, off, n)
+	if err != nil {
+		err = readStoreError(key, err)
+		if isNotFound(err) {
+			r.Forget(key)
+		}
+		return nil, err
+	}
+	if int64(len(raw)) != n {
+		return nil, corrupt(fmt.Sprintf("%s: read %d bytes at %d, the footer says %d (truncated object)", key, len(raw), off, n))
+	}
+	return raw, nil
 }
 
 func (r *Reader) readAheadOn() bool {

@@ -1,0 +1,393 @@
+// Package catchupbench measures catch-up reads at the stream core's
+// Storage API (no protocol front end): a backlog written to N streams is
+// read back from offset 0 by a fresh core (no tail cache, no cached
+// footers or runs), once from generation objects and once from the Object
+// WAL, and compared with an io.Copy of a plain file of the same size on the
+// same disk. It measures; it is run by flag and never asserts a time.
+//
+//	go test ./bench/catchupbench -run TestCatchUpCore -v -timeout 10m -catchup.run \
+//	    [-catchup.objects s3] [-catchup.backlog 1073741824] [-catchup.streams 4] \
+//	    [-catchup.entry 16384] [-catchup.append 64]
+//
+// Each run deletes its data afterwards (the disk is shared).
+package catchupbench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
+	"github.com/nereusstream/nereus-go/metadata/boltstore"
+	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/objectstore/fsstore"
+	"github.com/nereusstream/nereus-go/stream"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
+)
+
+var (
+	runFlag    = flag.Bool("catchup.run", false, "run TestCatchUpCore")
+	objectsArg = flag.String("catchup.objects", "fs", "object store: fs (fsstore) or s3 (versitygw, internal/testenv/s3test)")
+	backlog    = flag.Int64("catchup.backlog", 1<<30, "backlog bytes (entry payloads) per layout")
+	streams    = flag.Int("catchup.streams", 4, "streams the backlog is spread over (written concurrently, so WAL runs interleave)")
+	entryBytes = flag.Int("catchup.entry", 16<<10, "entry payload bytes")
+	perAppend  = flag.Int("catchup.append", 64, "entries per append (entry x append = the WAL run size)")
+	readBytes  = flag.Int("catchup.readbytes", 16<<20, "ReadOptions.MaxBytes of each read (a Kafka partition_max_bytes)")
+	passes     = flag.Int("catchup.passes", 3, "read passes per layout, each by a fresh core (the median is the result)")
+	readAhead  = flag.Int64("catchup.readahead", 0, "LifecycleConfig.GenerationReadAheadBytes of the reading core (<= 0: off, the default)")
+	abAhead    = flag.Bool("catchup.ab-readahead", false, "alternate read passes without and with generation read-ahead (an interleaved A/B on the same data; reports both medians)")
+	layouts    = flag.String("catchup.layouts", "generations,wal", "layouts to run: generations, wal or both")
+)
+
+func TestMain(m *testing.M) { os.Exit(s3test.Main(m)) }
+
+func mb(n int64) float64 { return float64(n) / 1e6 }
+
+// cpuSeconds is the process's user+system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if len(b) > 14 {
+		b = b[:14]
+	}
+	return string(b)
+}
+
+func TestCatchUpCore(t *testing.T) {
+	if !*runFlag {
+		t.Skip("benchmark: run with -catchup.run") // skip-ok: opt-in benchmark, not a test
+	}
+	t.Logf("backlog %.0f MB, %d streams, %d B entries x %d per append (%d KiB runs), reads of %d KiB, objects=%s; load %s",
+		mb(*backlog), *streams, *entryBytes, *perAppend, *entryBytes**perAppend>>10, *readBytes>>10, *objectsArg, loadAvg())
+	file := fileRead(t)
+	res := map[string]float64{}
+	for _, l := range []string{"generations", "wal"} {
+		if !contains(*layouts, l) {
+			continue
+		}
+		res[l] = runLayout(t, l)
+	}
+	g, w := res["generations"], res["wal"]
+	t.Logf("RESULT objects=%s: file %.0f MB/s, generations %.0f MB/s, WAL %.0f MB/s, generations/WAL %.2fx, generations/file %.0f%%; load %s",
+		*objectsArg, file, g, w, g/w, 100*g/file, loadAvg())
+}
+
+func contains(list, s string) bool {
+	for _, x := range splitComma(list) {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// fileRead writes a file of the backlog's size and io.Copies it (page
+// cache warm, as the stores' objects are after being written).
+func fileRead(t *testing.T) float64 {
+	dir, err := os.MkdirTemp("", "nereus-catchupbench-file-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "seq")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	rand.New(rand.NewSource(1)).Read(buf)
+	for n := int64(0); n < *backlog; n += int64(len(buf)) {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = f.Close()
+	f, err = os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, c0 := time.Now(), cpuSeconds()
+	n, err := io.CopyBuffer(io.Discard, f, make([]byte, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := time.Since(st).Seconds()
+	t.Logf("file: io.Copy of %.0f MB: %.0f MB/s (%.2f CPU-s); load %s", mb(n), mb(n)/d, cpuSeconds()-c0, loadAvg())
+	return mb(n) / d
+}
+
+type env struct {
+	objects objectstore.ObjectStore
+	meta    *boltstore.Store
+	dir     string
+	close   func()
+}
+
+func openEnv(t *testing.T) *env {
+	dir, err := os.MkdirTemp("", "nereus-catchupbench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{dir: dir}
+	var closers []func()
+	switch *objectsArg {
+	case "fs":
+		fs, err := fsstore.Open(filepath.Join(dir, "objects"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.objects = fs
+		closers = append(closers, func() { _ = fs.Close() })
+	case "s3":
+		st := s3test.Require(t).NewStore(t)
+		e.objects = st
+		closers = append(closers, func() { deleteAll(t, st) })
+	default:
+		t.Fatalf("-catchup.objects=%q: want fs or s3", *objectsArg)
+	}
+	e.meta, err = boltstore.Open(filepath.Join(dir, "meta.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.close = func() {
+		_ = e.meta.Close()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		_ = os.RemoveAll(dir)
+	}
+	return e
+}
+
+// deleteAll empties an S3 bucket (versitygw keeps it on the shared disk
+// until the server stops).
+func deleteAll(t *testing.T, st objectstore.ObjectStore) {
+	ctx := context.Background()
+	var keys []string
+	for info, err := range st.List(ctx, "") {
+		if err != nil {
+			t.Logf("list for cleanup: %v", err)
+			break
+		}
+		keys = append(keys, info.Key)
+	}
+	for _, k := range keys {
+		_ = st.Delete(ctx, k, nil)
+	}
+}
+
+func (e *env) core(t *testing.T, materialize bool, readAheadBytes int64) *stream.Core {
+	ctx := context.Background()
+	w, err := objectwal.Open(ctx, objectwal.Config{Store: e.objects, Prefix: "wal/bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GC off: the WAL segments materialized ranges no longer need would be
+	// deleted during the read passes otherwise, and the deletes' kernel
+	// work would be measured with the reads.
+	lc := stream.LifecycleConfig{GenerationMaxAge: time.Second, MaterializeConcurrency: 2, GCDisabled: true}
+	if !materialize {
+		lc = stream.LifecycleConfig{DisableMaterialization: true, GCDisabled: true}
+	}
+	lc.GenerationReadAheadBytes = readAheadBytes
+	c, err := stream.Open(ctx, stream.Config{Metadata: e.meta, ObjectWAL: w, ObjectStore: e.objects, WriterID: "bench",
+		Lifecycle: lc, RetentionInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runLayout(t *testing.T, layout string) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := openEnv(t)
+	defer e.close()
+	gen := layout == "generations"
+	c := e.core(t, gen, -1)
+	ids := write(t, ctx, c)
+	if gen {
+		st := time.Now()
+		for {
+			done := true
+			for _, id := range ids {
+				in, err := c.Describe(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if in.MaterializedThrough < in.EndOffset {
+					done = false
+				}
+			}
+			if done {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("not materialized in time")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("%s: materialized in %v", layout, time.Since(st).Round(100*time.Millisecond))
+	}
+	_ = c.Close()
+	var off, on []float64
+	for pass := range max(*passes, 1) {
+		ra, name := *readAhead, ""
+		if *abAhead {
+			ra, name = -1, " (read-ahead off)"
+			if pass%2 == 1 {
+				ra, name = 64<<20, " (read-ahead 64 MiB)"
+			}
+		}
+		// A fresh core: no tail cache, no cached footers or runs.
+		c = e.core(t, false, ra)
+		got, d, cpu := read(t, ctx, c, ids)
+		mbs := mb(got) / d.Seconds()
+		m := c.Stats()
+		_ = c.Close()
+		t.Logf("%s pass %d%s: read %.0f MB in %v: %.0f MB/s (%.2f CPU-s, %.0f MB per CPU-s; %d generation reads, %d WAL reads, %d read-aheads, %d used); load %s",
+			layout, pass+1, name, mb(got), d.Round(time.Millisecond), mbs, cpu, mb(got)/cpu, m.GenerationReads, m.WALReads, m.GenerationReadAheads, m.GenerationReadAheadHits, loadAvg())
+		if *abAhead && pass%2 == 1 {
+			on = append(on, mbs)
+		} else {
+			off = append(off, mbs)
+		}
+	}
+	if *abAhead && len(on) > 0 {
+		t.Logf("%s: median without read-ahead %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
+	}
+	return median(off)
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// write appends the backlog to *streams streams concurrently, each with a
+// window of appends in flight, so their WAL runs interleave in segments.
+func write(t *testing.T, ctx context.Context, c *stream.Core) []stream.ID {
+	ids := make([]stream.ID, *streams)
+	sessions := make([]stream.Session, *streams)
+	for i := range ids {
+		in, err := c.Create(ctx, "catchup-"+strconv.Itoa(i), stream.CreateOptions{Profile: stream.ObjectWALAsyncObject})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = in.ID
+		if sessions[i], err = c.AcquireSession(ctx, in.ID, stream.SessionOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := make([]byte, *entryBytes)
+	rand.New(rand.NewSource(2)).Read(payload)
+	appendBytes := int64(*entryBytes * *perAppend)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, *streams)
+	st := time.Now()
+	for i := range ids {
+		wg.Add(1)
+		go func(s stream.Session) {
+			defer wg.Done()
+			var inflight []*stream.AppendFuture
+			for {
+				if sent.Add(appendBytes) > *backlog {
+					break
+				}
+				entries := make([]stream.Entry, *perAppend)
+				for k := range entries {
+					entries[k] = stream.Entry{Payload: payload, RecordCount: 1, Timestamp: time.Now().UnixMilli()}
+				}
+				inflight = append(inflight, c.AppendAsync(s, stream.AppendRequest{Entries: entries, ExpectedStart: -1}))
+				if len(inflight) >= 4 {
+					if _, err := inflight[0].Wait(ctx); err != nil {
+						errs <- err
+						return
+					}
+					inflight = inflight[1:]
+				}
+			}
+			for _, f := range inflight {
+				if _, err := f.Wait(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(sessions[i])
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %.0f MB in %v", mb(min(sent.Load(), *backlog)), time.Since(st).Round(100*time.Millisecond))
+	return ids
+}
+
+// read reads every stream from offset 0 to its end, streams in turn, one
+// read of *readBytes per stream per round (as a Kafka fetch of all
+// partitions does), and returns the payload bytes, wall time and CPU time.
+func read(t *testing.T, ctx context.Context, c *stream.Core, ids []stream.ID) (int64, time.Duration, float64) {
+	next := make([]int64, len(ids))
+	ends := make([]int64, len(ids))
+	for i, id := range ids {
+		in, err := c.Describe(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[i], ends[i] = in.StartOffset, in.EndOffset
+	}
+	var got int64
+	st, c0 := time.Now(), cpuSeconds()
+	for {
+		active := false
+		for i, id := range ids {
+			if next[i] >= ends[i] {
+				continue
+			}
+			active = true
+			res, err := c.Read(ctx, id, next[i], stream.ReadOptions{MaxBytes: *readBytes, MaxEntries: 10000})
+			if err != nil {
+				t.Fatal(fmt.Errorf("read %v at %d: %w", id, next[i], err))
+			}
+			for _, e := range res.Entries {
+				got += int64(len(e.Payload))
+			}
+			next[i] = res.Next
+		}
+		if !active {
+			break
+		}
+	}
+	return got, time.Since(st), cpuSeconds() - c0
+}
