@@ -352,6 +352,9 @@ type GCStatus struct {
 	Pending      []GCPending `json:"pending,omitempty"`
 	Recent       []GCEvent   `json:"recent,omitempty"`
 	Stats        GCStats     `json:"stats"`
+	// Adopting lists the dead nodes' writers whose WAL logs / ledgers this
+	// node has adopted for GC ("objectwal/<writer>", "bookkeeper/<writer>").
+	Adopting []string `json:"adopting,omitempty"`
 }
 
 // GCPending is one physical unit or record GC keeps for now, and why.
@@ -389,6 +392,8 @@ type GCStats struct {
 	MaterializeLagBytes   int64   `json:"materializeLagBytes"`
 	MaterializeLagSeconds int64   `json:"materializeLagSeconds"`
 	MaterializeSeconds    float64 `json:"materializeSeconds"`
+	// Adoptions counts dead writers whose sources this node adopted.
+	Adoptions int64 `json:"adoptions"`
 	// MaterializeBackpressured counts appends refused because their
 	// stream's materialization lag exceeded --materialize-max-lag.
 	MaterializeBackpressured int64 `json:"materializeBackpressured"`

@@ -182,6 +182,9 @@ func TestDeadWritersLogAdoptedAndReclaimed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	adoptedAfter := time.Since(died)
+	if got := b.core.GCStatus().Adopting; len(got) != 1 || got[0] != "objectwal/node-a" {
+		t.Fatalf("GCStatus().Adopting = %v, want [objectwal/node-a]", got)
+	}
 	for i := 0; i < 10; i++ { // more passes: still nothing needed deleted
 		if _, err := b.core.CollectGarbage(ctx); err != nil {
 			t.Fatal(err)

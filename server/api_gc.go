@@ -65,6 +65,7 @@ func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 		MaterializeFailures: st.MaterializeFailures, MaterializeLagBytes: st.MaterializeLagBytes,
 		MaterializeLagSeconds: st.MaterializeLagSeconds, MaterializeSeconds: st.MaterializeSeconds,
 		Merges: st.Merges, MergedSources: st.MergedSources, MergedBytes: st.MergedBytes, MergeFailures: st.MergeFailures,
-		MergeSeconds: st.MergeSeconds, MaterializeBackpressured: st.MaterializeBackpressured}
+		MergeSeconds: st.MergeSeconds, MaterializeBackpressured: st.MaterializeBackpressured, Adoptions: st.Adoptions}
+	out.Adopting = append(out.Adopting, s.Adopting...)
 	return out
 }

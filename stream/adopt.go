@@ -109,6 +109,18 @@ func (c *Core) adoptionPass(ctx context.Context, opts provider.ReclaimOptions, p
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	defer func() {
+		// GCStatus shows the adoptions as of this pass (without waiting
+		// for a pass in progress).
+		now := make([]string, 0, len(st.active))
+		for k := range st.active {
+			now = append(now, k)
+		}
+		sort.Strings(now)
+		c.gc.mu.Lock()
+		c.gc.status.Adopting = now
+		c.gc.mu.Unlock()
+	}()
 	for _, key := range keys {
 		a := st.active[key]
 		if !pol.ShouldAdopt(a.writer) {

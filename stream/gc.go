@@ -199,6 +199,9 @@ type GCStatus struct {
 	// Recent is the audit trail: the last deletions, newest last.
 	Recent []GCEvent
 	Stats  LifecycleStats
+	// Adopting lists the dead writers whose sources this process has
+	// adopted ("<provider>/<writer>", as of the last pass; adopt.go).
+	Adopting []string
 }
 
 // GCPending is one thing GC keeps for now.
@@ -261,6 +264,7 @@ func (c *Core) GCStatus() GCStatus {
 	s := c.gc.status
 	s.Pending = append([]GCPending(nil), s.Pending...)
 	s.Recent = append([]GCEvent(nil), c.gc.audit...)
+	s.Adopting = append([]string(nil), s.Adopting...)
 	s.DryRun, s.Disabled = c.cfg.Lifecycle.GCDryRun, c.cfg.Lifecycle.GCDisabled
 	s.Stats = c.LifecycleStats()
 	return s

@@ -354,6 +354,14 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 					if e.Offset+int64(e.RecordCount) <= next {
 						continue
 					}
+					if e.Offset < next && b.Entries() == 0 {
+						// The stream starts inside this entry (a mid-entry
+						// trim): the generation holds it whole.
+						if err := b.Rebase(e.Offset); err != nil {
+							return nil, 0, err
+						}
+						next = e.Offset
+					}
 					if e.Offset != next {
 						break
 					}
@@ -385,6 +393,14 @@ func (c *Core) readForGeneration(ctx context.Context, h *head, from, limit int64
 					for _, e := range entries {
 						if e.Offset+int64(e.RecordCount) <= next {
 							continue
+						}
+						if e.Offset < next && b.Entries() == 0 && e.Offset >= d.Start {
+							// A mid-entry trim: start the generation at the
+							// entry that holds the stream's first offset.
+							if err := b.Rebase(e.Offset); err != nil {
+								return nil, 0, err
+							}
+							next = e.Offset
 						}
 						if e.Offset != next {
 							return nil, 0, fmt.Errorf("%w: entry at %d of %v, expected %d", ErrCorrupt, e.Offset, h.ID, next)

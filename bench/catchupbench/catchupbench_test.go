@@ -157,6 +157,7 @@ func openEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // also when a store is missing (a skip)
 	e := &env{dir: dir}
 	var closers []func()
 	switch *objectsArg {

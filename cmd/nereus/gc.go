@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -105,6 +106,13 @@ func printGCStatus(w io.Writer, st adminapi.GCStatus, limit int) {
 	fmt.Fprintf(tw, "merges:\t%d published, %d generations merged (%s), %d failed tasks\n",
 		s.Merges, s.MergedSources, humanBytes(s.MergedBytes), s.MergeFailures)
 	fmt.Fprintf(tw, "retention:\t%d trims\n", s.RetentionTrims)
+	if len(st.Adopting) > 0 || s.Adoptions > 0 {
+		now := "none"
+		if len(st.Adopting) > 0 {
+			now = strings.Join(st.Adopting, ", ")
+		}
+		fmt.Fprintf(tw, "adopted:\t%d dead writers so far; adopting now: %s\n", s.Adoptions, now)
+	}
 	fmt.Fprintf(tw, "pending:\t%d units (%s known)\n", st.PendingCount, humanBytes(st.PendingBytes))
 	tw.Flush()
 	for i, p := range st.Pending {

@@ -78,6 +78,18 @@ func (b *Builder) Reset(stream, generation uint64, start int64) {
 	b.done = false
 }
 
+// Rebase moves the start offset of a builder that holds no entry yet. A
+// reader that finds the first entry it needs starting before the offset it
+// planned (a trim inside a multi-record entry) rebases to that entry's
+// offset: entries are indivisible, so the object must hold all of it.
+func (b *Builder) Rebase(start int64) error {
+	if b.done || b.meta.Entries > 0 {
+		return fmt.Errorf("%w: rebase of a builder that already holds entries", ErrInvalidEntry)
+	}
+	b.Reset(b.stream, b.generation, start)
+	return nil
+}
+
 // Add appends e. It must start where the previous entry ended (the first at
 // the builder's start offset) and cover at least one record. A refused entry
 // leaves the builder unchanged.
