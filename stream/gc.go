@@ -242,6 +242,8 @@ type gcState struct {
 	swept        map[ID]time.Time
 	sweepPass    int
 	sweepsInPass int
+	// memo: what the last passes found per owned stream (gc_memo.go).
+	memo map[ID]*gcMemo
 }
 
 func (c *Core) audit(kind, unit string, bytes int64, reason string) {
@@ -284,8 +286,10 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	c.gc.passN++
 	passN := c.gc.passN
 	c.gc.mu.Unlock()
-	if err := c.forOwnedStreams(ctx, func(in Info) error { return c.collectStream(ctx, in, &pend, passN) }); err != nil {
+	if err := c.forOwnedHeads(ctx, func(in Info, h *head) error { return c.collectStream(ctx, h, &pend, passN) }); err != nil {
 		errs = append(errs, err)
+	} else {
+		c.gcPrune(passN)
 	}
 	if err := c.collectDeleted(ctx, &pend, passN); err != nil {
 		errs = append(errs, fmt.Errorf("deleted streams: %w", err))
@@ -358,34 +362,48 @@ func (p *gcPending) add(u GCPending) {
 	}
 }
 
-// collectStream is the logical GC of one live stream this process owns.
-func (c *Core) collectStream(ctx context.Context, in Info, pend *gcPending, passN int) error {
-	h, _, err := c.readHeadView(ctx, in.ID)
-	if err != nil {
-		return err
-	}
+// collectStream is the logical GC of one live stream this process owns;
+// h is the head the listing read (the owner's committed head if owned
+// here). Scans whose inputs did not change since a pass that found nothing
+// left are skipped (gc_memo.go): that only delays deletions.
+func (c *Core) collectStream(ctx context.Context, h *head, pend *gcPending, passN int) error {
+	full := c.gcFullFor(h.ID, passN)
 	// WAL index entries no read can use any more.
-	if frontier := min(h.IndexedThrough, max(h.Start, h.GenThrough)); frontier > 0 {
-		if err := c.deleteIndexRange(ctx, indexPrefix(h.ID), indexKey(h.ID, frontier+1),
-			fmt.Sprintf("WAL index entries of %s at or below offset %d (start %d, generations through %d)", h.Name, frontier, h.Start, h.GenThrough)); err != nil {
+	if frontier := min(h.IndexedThrough, max(h.Start, h.GenThrough)); frontier > 0 && (full || !c.gcIndexSwept(h.ID, frontier)) {
+		clean, err := c.deleteIndexRange(ctx, indexPrefix(h.ID), indexKey(h.ID, frontier+1),
+			fmt.Sprintf("WAL index entries of %s at or below offset %d (start %d, generations through %d)", h.Name, frontier, h.Start, h.GenThrough))
+		if err != nil {
 			return err
+		}
+		if clean {
+			c.gcNoteIndexSwept(h.ID, frontier)
 		}
 	}
 	// Generations wholly below the start offset: journal, then unpublish.
-	if h.Start > 0 {
-		if err := c.retireGenerations(ctx, h, genKey(h.ID, min(h.Start, h.GenIndexedThrough)+1), "trimmed below offset "+fmt.Sprint(h.Start)); err != nil {
+	if bound := min(h.Start, h.GenIndexedThrough); h.Start > 0 && (full || !c.gcGensRetired(h.ID, bound)) {
+		clean, err := c.retireGenerations(ctx, h, genKey(h.ID, bound+1), "trimmed below offset "+fmt.Sprint(h.Start))
+		if err != nil {
 			return err
+		}
+		if clean {
+			c.gcNoteGensRetired(h.ID, bound)
 		}
 	}
 	// Superseded generations of a merge, and the next merge if one is due.
 	if err := c.considerMerges(ctx, h); err != nil {
 		return err
 	}
-	if err := c.drainJournal(ctx, h, pend); err != nil {
-		return err
+	if empty, touch := c.gcJournalEmpty(h.ID); full || !empty {
+		empty, err := c.drainJournal(ctx, h, pend)
+		if err != nil {
+			return err
+		}
+		c.gcNoteJournal(h.ID, touch, empty)
 	}
-	if err := c.dropExpiredLeases(ctx, h.ID); err != nil {
-		return err
+	if full || gcDue(h.ID, passN, c.everyPasses(gcLeaseEvery)) {
+		if err := c.dropExpiredLeases(ctx, h.ID); err != nil {
+			return err
+		}
 	}
 	if c.gens != nil && c.needsOrphanSweep(h.ID, passN) {
 		if err := c.sweepOrphanGenerations(ctx, h, pend); err != nil {
@@ -395,16 +413,19 @@ func (c *Core) collectStream(ctx context.Context, in Info, pend *gcPending, pass
 	return nil
 }
 
-// deleteIndexRange deletes the index records in [prefix, max).
-func (c *Core) deleteIndexRange(ctx context.Context, prefix, max, reason string) error {
+// deleteIndexRange deletes the index records in [prefix, max). clean
+// reports that every record it found is gone (none changed under it, no
+// delete failed).
+func (c *Core) deleteIndexRange(ctx context.Context, prefix, max, reason string) (clean bool, err error) {
+	clean = true
 	for {
 		recs, err := c.meta.RangeScan(ctx, prefix, max, 512)
 		if err != nil || len(recs) == 0 {
-			return err
+			return clean, err
 		}
 		if c.cfg.Lifecycle.GCDryRun {
 			c.audit("index-records", fmt.Sprintf("%s..%s", recs[0].Key, recs[len(recs)-1].Key), 0, reason)
-			return nil
+			return false, nil
 		}
 		ops := make([]metadata.Op, len(recs))
 		for i, r := range recs {
@@ -412,49 +433,58 @@ func (c *Core) deleteIndexRange(ctx context.Context, prefix, max, reason string)
 		}
 		res, err := c.meta.Batch(ctx, ops)
 		if err != nil {
-			return err
+			return false, err
 		}
 		n := 0
 		for _, r := range res {
 			if r.Err == nil || errors.Is(r.Err, metadata.ErrKeyNotFound) || metadata.Classify(r.Err) == metadata.Conflict {
 				n++
 			}
+			if r.Err != nil && !errors.Is(r.Err, metadata.ErrKeyNotFound) {
+				clean = false
+			}
 		}
 		c.lc.gcRecords.Add(int64(n))
 		c.audit("index-records", fmt.Sprintf("%d records %s..%s", n, recs[0].Key, recs[len(recs)-1].Key), 0, reason)
 		if len(recs) < 512 {
-			return nil
+			return clean, nil
 		}
 	}
 }
 
 // retireGenerations journals and unpublishes the generation records in
-// [genPrefix(h.ID), max).
-func (c *Core) retireGenerations(ctx context.Context, h *head, max, reason string) error {
+// [genPrefix(h.ID), max). clean reports that every record it found is gone.
+func (c *Core) retireGenerations(ctx context.Context, h *head, max, reason string) (clean bool, err error) {
+	clean = true
 	for {
 		recs, err := c.meta.RangeScan(ctx, genPrefix(h.ID), max, 256)
 		if err != nil || len(recs) == 0 {
-			return err
+			return clean, err
 		}
 		for _, r := range recs {
 			d, err := decodeIndexRecord(r.Value)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if err := c.journalGeneration(ctx, h.ID, d, reason); err != nil {
-				return err
+				return false, err
 			}
 			if c.cfg.Lifecycle.GCDryRun {
 				continue
 			}
-			if err := c.meta.Delete(ctx, r.Key, r.Version); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) &&
-				metadata.Classify(err) != metadata.Conflict {
-				return err
+			if err := c.meta.Delete(ctx, r.Key, r.Version); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
+				if metadata.Classify(err) != metadata.Conflict {
+					return false, err
+				}
+				clean = false // changed under us: look again next pass
 			}
 			c.lc.gcRecords.Add(1)
 		}
-		if c.cfg.Lifecycle.GCDryRun || len(recs) < 256 {
-			return nil
+		if c.cfg.Lifecycle.GCDryRun {
+			return false, nil
+		}
+		if len(recs) < 256 {
+			return clean, nil
 		}
 	}
 }
@@ -472,7 +502,9 @@ func (c *Core) journalGeneration(ctx context.Context, id ID, d descriptor, reaso
 			continue
 		}
 		rec := retireRecord{ObjectKey: gt.Key, End: d.End, Bytes: gt.Size, SinceMs: c.nowMs()}
+		c.gcTouchJournal(id)
 		_, err = c.meta.Put(ctx, retireKey(id, gt.Key), rec.encode(), metadata.NotExists)
+		c.gcTouchJournal(id)
 		if err != nil && metadata.Classify(err) != metadata.Conflict {
 			return err // unknown: the next pass writes it again (or finds it)
 		}
@@ -481,13 +513,19 @@ func (c *Core) journalGeneration(ctx context.Context, id ID, d descriptor, reaso
 }
 
 // drainJournal deletes the journaled objects of stream h whose grace has
-// passed and that no protection needs, then their journal entries.
-func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) error {
+// passed and that no protection needs, then their journal entries. empty
+// reports that the journal had no entry to begin with.
+func (c *Core) drainJournal(ctx context.Context, h *head, pend *gcPending) (empty bool, err error) {
 	recs, err := c.meta.RangeScan(ctx, retirePrefix(h.ID), retirePrefix(h.ID)+"\xff", 1024)
 	if err != nil || len(recs) == 0 {
-		return err
+		return err == nil, err
 	}
+	return false, c.drainJournalRecords(ctx, h, recs, pend)
+}
+
+func (c *Core) drainJournalRecords(ctx context.Context, h *head, recs []metadata.Record, pend *gcPending) error {
 	var prots []protection
+	var err error
 	if h.State != StateDeleted {
 		if prots, err = c.protectionsOf(ctx, h.ID); err != nil {
 			return err
@@ -709,7 +747,7 @@ func (c *Core) enqueueDeletedHeads(ctx context.Context) error {
 // the head goes last.
 func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Version, queued metadata.Record, pend *gcPending) error {
 	reason := "stream " + h.Name + " was deleted"
-	if err := c.deleteIndexRange(ctx, indexPrefix(h.ID), indexPrefix(h.ID)+"\xff", reason); err != nil {
+	if _, err := c.deleteIndexRange(ctx, indexPrefix(h.ID), indexPrefix(h.ID)+"\xff", reason); err != nil {
 		return err
 	}
 	for _, d := range h.GenPending {
@@ -717,10 +755,10 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 			return err
 		}
 	}
-	if err := c.retireGenerations(ctx, h, genPrefix(h.ID)+"\xff", reason); err != nil {
+	if _, err := c.retireGenerations(ctx, h, genPrefix(h.ID)+"\xff", reason); err != nil {
 		return err
 	}
-	if err := c.deleteIndexRange(ctx, protectPrefix(h.ID), protectPrefix(h.ID)+"\xff", reason); err != nil {
+	if _, err := c.deleteIndexRange(ctx, protectPrefix(h.ID), protectPrefix(h.ID)+"\xff", reason); err != nil {
 		return err
 	}
 	if c.gens != nil {
@@ -731,7 +769,7 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 	if err := c.retireViews(ctx, h.ID, reason); err != nil {
 		return err
 	}
-	if err := c.drainJournal(ctx, h, pend); err != nil {
+	if _, err := c.drainJournal(ctx, h, pend); err != nil {
 		return err
 	}
 	left, err := c.meta.RangeScan(ctx, retirePrefix(h.ID), retirePrefix(h.ID)+"\xff", 1)
@@ -924,8 +962,10 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 			c.audit("generation", info.Key, info.Size, "orphan: no record names it")
 			continue
 		}
-		if _, err := c.meta.Put(ctx, retireKey(h.ID, info.Key), rec.encode(), metadata.NotExists); err != nil &&
-			metadata.Classify(err) != metadata.Conflict {
+		c.gcTouchJournal(h.ID)
+		_, err := c.meta.Put(ctx, retireKey(h.ID, info.Key), rec.encode(), metadata.NotExists)
+		c.gcTouchJournal(h.ID)
+		if err != nil && metadata.Classify(err) != metadata.Conflict {
 			return err
 		}
 	}

@@ -20,8 +20,10 @@ import (
 )
 
 var (
-	gcSeeds   = flag.Int("gc.seeds", 4, "seeds of TestGCNeverDeletesNeededBytes")
-	gcNoMerge = flag.Bool("gc.nomerge", false, "TestGCNeverDeletesNeededBytes without generation merges")
+	gcSeeds    = flag.Int("gc.seeds", 4, "seeds of TestGCNeverDeletesNeededBytes")
+	gcNoMerge  = flag.Bool("gc.nomerge", false, "TestGCNeverDeletesNeededBytes without generation merges")
+	gcFaults   = flag.Float64("gc.faults", 0.01, "TestGCNeverDeletesNeededBytes: rate of each injected fault kind (failed, lost response) on both stores")
+	gcSeedFrom = flag.Int("gc.seedfrom", 1, "first seed of TestGCNeverDeletesNeededBytes (runs gc.seedfrom .. gc.seedfrom+gc.seeds-1)")
 )
 
 // TestGCNeverDeletesNeededBytes is the randomized lifecycle check: several
@@ -35,7 +37,7 @@ var (
 // protected reader needs.
 func TestGCNeverDeletesNeededBytes(t *testing.T) {
 	var merges int64
-	for seed := int64(1); seed <= int64(*gcSeeds); seed++ {
+	for seed := int64(*gcSeedFrom); seed < int64(*gcSeedFrom+*gcSeeds); seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { merges += runGCSafety(t, seed) })
 	}
 	// Merges need a window of small generations, which not every seed
@@ -54,11 +56,11 @@ func runGCSafety(t *testing.T, seed int64) int64 {
 	rng := rand.New(rand.NewSource(seed))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	mdRules := []mdfault.Rule{{FailRate: 0.01, LoseRate: 0.01}}
+	mdRules := []mdfault.Rule{{FailRate: *gcFaults, LoseRate: *gcFaults}}
 	meta := mdfault.Wrap(memstore.New(), mdfault.Config{Seed: uint64(seed), Rules: mdRules})
 	objs := objfault.New(objmem.New(), objfault.Config{Seed: uint64(seed), Rules: []objfault.Rule{
-		{Probability: 0.01, Kind: objfault.FailClean},
-		{Probability: 0.01, Kind: objfault.LoseResponse},
+		{Probability: *gcFaults, Kind: objfault.FailClean},
+		{Probability: *gcFaults, Kind: objfault.LoseResponse},
 	}})
 	lc := stream.LifecycleConfig{Interval: 10 * time.Millisecond, GenerationBytes: 6 << 10, GenerationMaxAge: 30 * time.Millisecond,
 		GCInterval: 20 * time.Millisecond, GCGrace: 10 * time.Millisecond, OrphanGrace: 10 * time.Millisecond, LeaseTTL: time.Second, DisableMerge: *gcNoMerge}

@@ -196,12 +196,34 @@ func (c *Core) Describe(ctx context.Context, id ID) (Info, error) {
 
 // List implements Storage.
 func (c *Core) List(ctx context.Context, prefix, after string, limit int) ([]Info, error) {
+	ls, err := c.listHeads(ctx, prefix, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, len(ls))
+	for i, l := range ls {
+		out[i] = l.info
+	}
+	return out, nil
+}
+
+// listedStream is one live stream as List found it, with the head it
+// read: for a stream this process owns, the owner's committed head (the
+// freshest), otherwise the store's.
+type listedStream struct {
+	info Info
+	h    *head
+}
+
+// listHeads is List keeping the heads, so passes over every stream (GC)
+// need not read each head again.
+func (c *Core) listHeads(ctx context.Context, prefix, after string, limit int) ([]listedStream, error) {
 	min := nameKey(prefix)
 	if after != "" && nameKey(after) >= min {
 		min = nameKey(after) + "\x00"
 	}
 	max := nameKey(prefix) + "\xff"
-	var out []Info
+	var out []listedStream
 	for {
 		recs, err := c.meta.RangeScan(ctx, min, max, 256)
 		if err != nil {
@@ -241,9 +263,10 @@ func (c *Core) List(ctx context.Context, prefix, after string, limit int) ([]Inf
 				continue
 			}
 			if o := c.owner(h.ID); o != nil {
-				out = append(out, o.info())
+				oh, _ := o.committed()
+				out = append(out, listedStream{info: o.info(), h: oh})
 			} else {
-				out = append(out, h.info())
+				out = append(out, listedStream{info: h.info(), h: h})
 			}
 			if limit > 0 && len(out) >= limit {
 				return out, nil

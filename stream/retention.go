@@ -140,21 +140,28 @@ func (c *Core) owns(in Info) bool {
 // forOwnedStreams calls fn for every live stream this process owns, in name
 // order. fn's errors are logged per stream and do not stop the pass.
 func (c *Core) forOwnedStreams(ctx context.Context, fn func(Info) error) error {
+	return c.forOwnedHeads(ctx, func(in Info, _ *head) error { return fn(in) })
+}
+
+// forOwnedHeads is forOwnedStreams also handing fn the head the listing
+// read (see listHeads); it returns nil only when it visited every stream.
+func (c *Core) forOwnedHeads(ctx context.Context, fn func(Info, *head) error) error {
 	after := ""
 	for {
-		infos, err := c.List(ctx, "", after, 512)
+		ls, err := c.listHeads(ctx, "", after, 512)
 		if err != nil {
 			return err
 		}
-		if len(infos) == 0 {
+		if len(ls) == 0 {
 			return nil
 		}
-		for _, in := range infos {
+		for _, l := range ls {
+			in := l.info
 			after = in.Name
 			if !c.owns(in) {
 				continue
 			}
-			if err := fn(in); err != nil && !errors.Is(err, ErrStreamNotFound) && ctx.Err() == nil {
+			if err := fn(in, l.h); err != nil && !errors.Is(err, ErrStreamNotFound) && ctx.Err() == nil {
 				c.log.Warn("lifecycle work failed", "stream", in.ID, "name", in.Name, "err", err)
 			}
 		}

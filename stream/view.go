@@ -395,7 +395,9 @@ func (c *Core) journalViewObject(ctx context.Context, id ID, t genTarget, reason
 		return nil
 	}
 	rr := retireRecord{ObjectKey: t.Key, End: math.MinInt64, Bytes: t.Size, SinceMs: c.nowMs()}
+	c.gcTouchJournal(id)
 	_, err := c.meta.Put(ctx, retireKey(id, t.Key), rr.encode(), metadata.NotExists)
+	c.gcTouchJournal(id)
 	if err != nil && metadata.Classify(err) != metadata.Conflict {
 		return err
 	}
@@ -417,7 +419,8 @@ func (c *Core) retireViews(ctx context.Context, id ID, reason string) error {
 			return err
 		}
 	}
-	return c.deleteIndexRange(ctx, viewPrefix(id), viewPrefix(id)+"\xff", reason)
+	_, err := c.deleteIndexRange(ctx, viewPrefix(id), viewPrefix(id)+"\xff", reason)
+	return err
 }
 
 // Views is what a Storage offers when it keeps lossy read views (the Core

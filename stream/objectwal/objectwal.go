@@ -155,6 +155,8 @@ type Provider struct {
 
 	mu   sync.Mutex
 	prod *wal.Producer
+	// writeMu makes Append order and waiter (waitQ) order the same (Write).
+	writeMu sync.Mutex
 	// fatal is permanent: a newer incarnation claimed the log.
 	fatal error
 	// down is set while the producer is halted and the log is being
@@ -283,17 +285,34 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		done(nil, fatal)
 		return
 	}
+	ref := provider.RunRef{Stream: run.Stream, Epoch: run.Epoch, Token: run.Token, Commit: run.Commit, Start: run.Start, End: run.End(), Committed: true}
+	// The waiter must see writes in append (= sequence) order: truncation
+	// drops every manifest entry at or below the last sequence the waiter
+	// processed that has no outstanding run, so a write appended earlier but
+	// queued later would find its segment deleted as garbage before its
+	// run is counted outstanding — and then be committed. Appending and
+	// queueing under one lock keeps the two orders equal.
+	p.writeMu.Lock()
 	d, err := prod.Append(p.ctx, records, encodeRunMeta(run))
+	if err == nil {
+		if h := testHookAppended; h != nil {
+			h(d)
+		}
+		p.waitQ <- pendingWrite{prod: prod, d: d, ref: ref, done: done}
+	}
+	p.writeMu.Unlock()
 	if err != nil {
 		p.onProducerError(prod, err)
 		done(nil, fmt.Errorf("objectwal: %w", err))
-		return
 	}
-	ref := provider.RunRef{Stream: run.Stream, Epoch: run.Epoch, Token: run.Token, Commit: run.Commit, Start: run.Start, End: run.End(), Committed: true}
-	p.waitQ <- pendingWrite{prod: prod, d: d, ref: ref, done: done}
 }
 
-// waiter resolves writes in append order (which is manifest order).
+// testHookAppended, when set (tests only), runs between a write's Append
+// and its hand-over to the waiter.
+var testHookAppended func(*wal.Durability)
+
+// waiter resolves writes in append order (which is manifest order: Write
+// appends and queues under writeMu).
 func (p *Provider) waiter() {
 	for {
 		var pw pendingWrite
