@@ -34,14 +34,7 @@ func TestMaterializationLagBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	info, err := c.Create(ctx, "lagging", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "lagging", "")
 	entry := []stream.Entry{{Payload: make([]byte, 1000), RecordCount: 1}}
 	refused := false
 	for i := 0; i < 100 && !refused; i++ {

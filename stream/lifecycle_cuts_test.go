@@ -56,14 +56,7 @@ func TestLifecycleResponseLossCuts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			info, err := c.Create(ctx, "cut", stream.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := createWithSession(ctx, t, c, "cut", "")
 			want := appendN(t, c, s, 0, 400)
 			// Arm the cut now: the next matching step loses its response.
 			if tc.md != nil {

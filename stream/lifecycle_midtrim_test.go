@@ -26,14 +26,7 @@ func TestMaterializeAfterMidEntryTrim(t *testing.T) {
 			e.lc.GenerationMaxAge = 300 * time.Millisecond
 			c := e.open(t, "b1")
 			ctx := ctxT(t)
-			info, err := c.Create(ctx, "batches", stream.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "b1"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := createWithSession(ctx, t, c, "batches", "b1")
 			want := map[int64][]byte{}
 			for i := 0; i < 30; i++ { // 30 entries of 10 records: offsets [0, 300)
 				p := payloadOf(i)

@@ -134,14 +134,7 @@ func TestMaterializeTrimAndCollect(t *testing.T) {
 	e := newLCEnv(t)
 	c := e.open(t, "b1")
 	ctx := ctxT(t)
-	info, err := c.Create(ctx, "orders", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "b1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "orders", "b1")
 	want := appendN(t, c, s, 0, 600)
 	waitFor(t, "generations", func() bool {
 		return c.LifecycleStats().Materialized >= 3
@@ -198,14 +191,7 @@ func TestDeletedStreamIsCollected(t *testing.T) {
 	e := newLCEnv(t)
 	c := e.open(t, "b1")
 	ctx := ctxT(t)
-	info, err := c.Create(ctx, "doomed", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "b1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "doomed", "b1")
 	appendN(t, c, s, 0, 300)
 	waitFor(t, "a generation", func() bool { return c.LifecycleStats().Materialized >= 1 })
 	if err := c.Delete(ctx, info.ID); err != nil {
@@ -234,4 +220,19 @@ func TestDeletedStreamIsCollected(t *testing.T) {
 			t.Errorf("record left: %s", r.Key)
 		}
 	}
+}
+
+// createWithSession creates stream name on c and takes its append session
+// for writer ("" lets the core pick its own writer ID).
+func createWithSession(ctx context.Context, t *testing.T, c *stream.Core, name, writer string) (stream.Info, stream.Session) {
+	t.Helper()
+	info, err := c.Create(ctx, name, stream.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: writer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, s
 }

@@ -68,14 +68,7 @@ func TestMergeResponseLossCuts(t *testing.T) {
 				return c
 			}
 			c := open("b1")
-			info, err := c.Create(ctx, "cut", stream.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := createWithSession(ctx, t, c, "cut", "")
 			want := map[int64][]byte{}
 			slowAppends(t, c, s, info.ID, 0, 10, want)
 			waitFor(t, "indexed", func() bool {

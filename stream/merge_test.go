@@ -55,14 +55,7 @@ func TestMergeSmallGenerations(t *testing.T) {
 	e := newLCEnv(t)
 	c := e.open(t, "b1")
 	ctx := ctxT(t)
-	info, err := c.Create(ctx, "slow", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "b1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "slow", "b1")
 	want := map[int64][]byte{}
 	slowAppends(t, c, s, info.ID, 0, 12, want)
 	waitFor(t, "indexed", func() bool { return len(e.genRecords(t, info.ID)) == 12 })

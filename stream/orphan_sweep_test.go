@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
-	"github.com/nereusstream/nereus-go/stream"
 )
 
 // Orphan generation objects are swept periodically, not only once per
@@ -20,14 +19,7 @@ func TestOrphanGenerationsSweptPeriodically(t *testing.T) {
 	e.lc.OrphanSweepInterval = 100 * time.Millisecond
 	c := e.open(t, "b1")
 	ctx := ctxT(t)
-	info, err := c.Create(ctx, "orphans", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "orphans", "")
 	want := appendN(t, c, s, 0, 300)
 	waitFor(t, "a published generation", func() bool { return c.LifecycleStats().Materialized > 0 })
 	// The first passes sweep the stream (nothing unnamed yet).

@@ -31,14 +31,7 @@ func TestRebuildRestoresGenerationRecords(t *testing.T) {
 	e := newLCEnv(t)
 	c := e.open(t, "b1")
 	ctx := ctxT(t)
-	info, err := c.Create(ctx, "regen", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "b1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "regen", "b1")
 	want := appendN(t, c, s, 0, 600)
 	waitFor(t, "materialized and indexed", func() bool {
 		in, err := c.Describe(ctx, info.ID)

@@ -112,14 +112,7 @@ func runViewSeed(t *testing.T, seed uint64) {
 	env := newLCEnv(t)
 	env.lc.GenerationBytes = 2 << 10 // several view objects per view
 	c := env.open(t, "w1")
-	info, err := c.Create(ctx, "view-model", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "view-model", "w1")
 	const kind = "test-compact"
 	model := map[int64]modelRec{} // every lossless record by offset
 	var end, start int64
@@ -312,14 +305,7 @@ func TestViewReadsDuringCompactionAndGC(t *testing.T) {
 	env := newLCEnv(t)
 	env.lc.GenerationBytes = 1 << 10
 	c := env.open(t, "w1")
-	info, err := c.Create(ctx, "view-gc", stream.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info, s := createWithSession(ctx, t, c, "view-gc", "w1")
 	const kind = "test-compact"
 	// The readers use another core (another node): its cached view record
 	// goes stale while this one publishes and collects.
