@@ -54,3 +54,23 @@ func NamedGenObjects(ctx context.Context, meta metadata.Store, id ID) (map[strin
 	}
 	return named, nil
 }
+
+// MergeWindow snapshots the generation records of stream id that end at
+// ends — a merge window, as considerMerges plans one — and returns the merge
+// task of exactly that window, to run later: a plan made before another
+// process's merge and carried out after it (for tests).
+func (c *Core) MergeWindow(ctx context.Context, id ID, ends ...int64) (func(context.Context) error, error) {
+	srcs := make([]mergeSource, 0, len(ends))
+	for _, e := range ends {
+		rec, err := c.meta.Get(ctx, genKey(id, e))
+		if err != nil {
+			return nil, err
+		}
+		d, err := decodeIndexRecord(rec.Value)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, mergeSource{key: rec.Key, version: rec.Version, d: d})
+	}
+	return func(ctx context.Context) error { return c.mergeGenerations(ctx, id, srcs) }, nil
+}

@@ -792,6 +792,9 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 	} else if !errors.Is(err, metadata.ErrKeyNotFound) {
 		return err
 	}
+	if err := c.meta.Delete(ctx, mergeClaimKey(h.ID), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
+		return err
+	}
 	if err := c.meta.Delete(ctx, headKey(h.ID), hv); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
 		return err
 	}
