@@ -96,12 +96,28 @@ func planMerge(recs []descriptor, start int64, cfg LifecycleConfig, complete boo
 	return 0, 0, false
 }
 
+// mergeInputsOf is what considerMerges' decision for h depends on besides
+// the generation records (gc_memo.go).
+func (c *Core) mergeInputsOf(h *head) mergeInputs {
+	in := mergeInputs{start: h.Start, genIndexed: h.GenIndexedThrough}
+	if m := c.mat; m != nil {
+		m.mu.Lock()
+		in.cursor = m.mergeCursor[h.ID]
+		m.mu.Unlock()
+	}
+	return in
+}
+
 // considerMerges retires superseded generation records of h (a merge that
 // published but did not finish; the claim's next holder retires them too)
-// and starts a merge task when a window is due. Called by the GC pass for every live stream this process owns.
-func (c *Core) considerMerges(ctx context.Context, h *head) error {
+// and starts a merge task when a window is due. Called by the GC pass for
+// every live stream this process owns. quiet reports that it scanned
+// everything above the merge cursor and found nothing to do (and left the
+// cursor where it was), so later passes may skip it while its inputs stay
+// the same (gc_memo.go).
+func (c *Core) considerMerges(ctx context.Context, h *head) (quiet bool, err error) {
 	if c.gens == nil || c.mat == nil || h.State != StateActive && h.State != StateSealed || h.GenIndexedThrough <= h.Start {
-		return nil
+		return true, nil
 	}
 	m := c.mat
 	m.mu.Lock()
@@ -110,13 +126,13 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 	const limit = 256
 	recs, err := c.meta.RangeScan(ctx, genKey(h.ID, cursor+1), genKey(h.ID, h.GenIndexedThrough+1), limit)
 	if err != nil || len(recs) == 0 {
-		return err
+		return err == nil, err
 	}
 	srcs := make([]mergeSource, 0, len(recs))
 	for _, r := range recs {
 		d, err := decodeIndexRecord(r.Value)
 		if err != nil {
-			return fmt.Errorf("generation record %s: %w", r.Key, err)
+			return false, fmt.Errorf("generation record %s: %w", r.Key, err)
 		}
 		srcs = append(srcs, mergeSource{key: r.Key, version: r.Version, d: d})
 	}
@@ -129,19 +145,22 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 		superseded[k] = minStart <= srcs[k].d.Start
 		minStart = min(minStart, srcs[k].d.Start)
 	}
+	retired := false
 	for k, s := range srcs {
 		if !superseded[k] {
 			live = append(live, s)
 			continue
 		}
 		if err := c.retireGenRecord(ctx, h.ID, s, "superseded by a merged generation"); err != nil {
-			return err
+			return false, err
 		}
+		retired = true
 	}
+	quiet = !retired && len(recs) < limit
 	// A dry run deletes nothing, so it would never retire the sources of a
 	// merge: no merges then.
 	if c.cfg.Lifecycle.DisableMerge || c.cfg.Lifecycle.GCDryRun || len(live) < 2 {
-		return nil
+		return quiet, nil
 	}
 	ds := make([]descriptor, len(live))
 	for k, s := range live {
@@ -161,12 +180,13 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 			next = max(next, ds[len(ds)-1].End)
 		}
 		m.mu.Lock()
+		moved := m.mergeCursor[h.ID] != next
 		m.mergeCursor[h.ID] = next
 		m.mu.Unlock()
-		return nil
+		return quiet && !moved, nil
 	}
 	m.startMerge(h, append([]mergeSource(nil), live[i:j]...))
-	return nil
+	return false, nil
 }
 
 // retireGenRecord journals s's object and then deletes its record.
@@ -207,6 +227,7 @@ func (m *materializer) startMerge(h *head, srcs []mergeSource) {
 		err := m.c.mergeGenerations(tctx, h.ID, srcs)
 		cancel()
 		<-m.sem
+		m.c.gcMergeTaskEnded(h.ID)
 		m.done(h.ID)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrStreamNotFound) {
 			m.c.lc.mergeFailures.Add(1)
