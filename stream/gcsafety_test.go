@@ -178,7 +178,7 @@ func runGCSafety(t *testing.T, seed int64) int64 {
 					}
 					if err != nil {
 						if ctx.Err() == nil && !errors.Is(err, stream.ErrClosed) && !isUnavailable(err) {
-							violate("seed %d phase %d stream %d read at %d: %v", seed, p, i, from, err)
+							violate("seed %d phase %d stream %d read at %d: %v\n%s", seed, p, i, from, err, stream.DebugIndexState(ctx, meta.Inner(), c, ids[i]))
 						}
 						time.Sleep(2 * time.Millisecond)
 						continue
