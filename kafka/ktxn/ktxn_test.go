@@ -26,7 +26,7 @@ type fakeStorage struct {
 	nextPID int64
 	markers []marker
 	offsets map[string][]Offset
-	fail    error // WriteMarker fails with this while set
+	fail    error         // WriteMarker fails with this while set
 	gate    chan struct{} // WriteMarker waits for it while set
 }
 
