@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,7 +151,6 @@ type gatedMeta struct {
 	armed    atomic.Pointer[string]
 	reached  chan struct{}
 	release  chan struct{}
-	once     sync.Once
 	lateDone chan struct{}
 	lateErr  error
 }
