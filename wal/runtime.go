@@ -92,16 +92,6 @@ func (r rt) sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
-// withTimeout is context.WithTimeout on the runtime's clock.
-func (r rt) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if !r.coop {
-		return context.WithTimeout(ctx, d)
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := r.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return cctx, func() { stop(); cancel(context.Canceled) }
-}
-
 // entropy is an io.Reader over the runtime's randomness (ULID run IDs).
 func (r rt) entropy() io.Reader {
 	if !r.coop {
