@@ -1003,7 +1003,7 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		// skip-ok: scripts/test.sh runs the mutation check without -race in its simulation step
 		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
 	}
-	defer func() { plantedBug, simLifeMode = bugNone, "" }()
+	defer func() { plantedBug, simLifeMode, simObjectWALMode = bugNone, "", "" }()
 	per := simDefaultBudget()
 	if *simBudget == 0 {
 		// probe-error-is-not-committed needs about 950 seeds (its path is
@@ -1028,6 +1028,9 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 			}
 		}
 		simLifeMode = life
+		// The core's planted bugs run on the provider models (the seeds
+		// they were tuned on; the real Object WAL has its own below).
+		simObjectWALMode = "off"
 		start := time.Now()
 		run := runSeeds(1, 0, per)
 		if run.failed == nil {
