@@ -55,6 +55,54 @@ func (h *simHarness) chooseRealWAL() {
 	default:
 		h.realWAL = !h.lifecycle && rand.New(rand.NewSource(h.w.seed^0x0b1ec7)).Intn(4) == 0
 	}
+	if h.realWAL {
+		prev := h.objs.onDelete
+		h.objs.onDelete = func(key string) {
+			if prev != nil {
+				prev(key)
+			}
+			h.onSegmentDelete(key)
+		}
+	}
+}
+
+// onSegmentDelete runs before a real Object WAL segment is deleted (by the
+// provider's truncation or by GC): no committed run in it may lie above
+// its stream's frontier (max(Start, GenThrough)), and none may be needed
+// by a protection the deleting process must respect.
+func (h *simHarness) onSegmentDelete(key string) {
+	if !strings.HasPrefix(key, "wal/") || !strings.Contains(key, "/seg/") {
+		return
+	}
+	for id, ds := range h.meta.oracle.committed {
+		hd, ok := h.storedHead(id)
+		if !ok || hd.State == StateDeleted {
+			continue
+		}
+		for _, d := range ds {
+			if d.Provider != objectwal.Name {
+				continue
+			}
+			for i, pt := range d.Parts {
+				if seg, err := objectwal.TargetSegment(pt.Target); err != nil || seg != key {
+					continue
+				}
+				end := d.partEnd(i)
+				if end > max(hd.Start, hd.GenThrough) {
+					h.violate("segment %s deleted holding committed run [%d,%d) of %v above its frontier (start %d, generations through %d)",
+						key, pt.Start, end, id, hd.Start, hd.GenThrough)
+					continue
+				}
+				for _, pr := range h.protections(h.deleter(), id) {
+					if pr.needsWAL(end) {
+						h.violate("segment %s deleted holding run [%d,%d) of %v that a protection (from %d, gen %d) still needs",
+							key, pt.Start, end, id, pr.From, pr.Gen)
+						break
+					}
+				}
+			}
+		}
+	}
 }
 
 // simWALRuntime is wal.Runtime on a simulated process.
@@ -83,6 +131,9 @@ func (h *simHarness) openRealWAL(p *simProc, bk *simWAL) {
 		FlushBytes:        64 + rng.Intn(2048),
 		UploadConcurrency: 1 + rng.Intn(3),
 		TruncateInterval:  time.Duration(2+rng.Intn(20)) * time.Millisecond,
+		// A seed has a few dozen writes in flight per broker at most; a
+		// full queue would block Write on the event loop.
+		WriteQueue: 1024,
 	}
 	if rng.Intn(3) == 0 {
 		cfg.FlushMode = objectwal.FlushOnInterval

@@ -82,6 +82,9 @@ type Config struct {
 	// MaxInFlightBytes caps bytes written but not yet durable; Write blocks
 	// beyond it (default 256 MiB).
 	MaxInFlightBytes int
+	// WriteQueue is how many writes may wait for durability at once before
+	// Write blocks (default 16384; the queue is allocated whole at Open).
+	WriteQueue int
 	// CacheBytes bounds the decoded-run read cache (default 64 MiB).
 	CacheBytes int64
 	// TruncateInterval is how often settled manifest entries are dropped
@@ -122,6 +125,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxInFlightBytes <= 0 {
 		c.MaxInFlightBytes = 256 << 20
+	}
+	if c.WriteQueue <= 0 {
+		c.WriteQueue = 1 << 14
 	}
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 64 << 20
@@ -237,7 +243,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
 		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
 		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
-		waitQ: make(chan pendingWrite, 1<<14),
+		waitQ: make(chan pendingWrite, cfg.WriteQueue),
 	}
 	prod, err := p.newProducer(ctx)
 	if err != nil {
@@ -598,6 +604,13 @@ func readRun(ctx context.Context, store objectstore.ObjectStore, tg target, runS
 		return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
 	}
 	return entries, nil
+}
+
+// TargetSegment returns the segment object a target of this provider
+// names (for oracles and tools).
+func TargetSegment(target provider.Target) (string, error) {
+	tg, err := decodeTarget(target)
+	return tg.location, err
 }
 
 // Release implements provider.Provider.
