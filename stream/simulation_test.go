@@ -78,6 +78,10 @@ type simHarness struct {
 	streams []*simStream
 	pending []*simPending
 
+	// commitShards is this seed's Config.CommitShards (1–3, from the seed
+	// alone so no other draw moves): rounds of different shards overlap.
+	commitShards int
+
 	clock                int64
 	appendOps            []porcupine.Operation // in both histories
 	ownerHist, storeHist []porcupine.Operation // reads (and trims) by view
@@ -183,7 +187,7 @@ func (h *simHarness) startBroker(b int, inc int) *simProc {
 func (h *simHarness) coreConfig(p *simProc, ow, bk provider.Provider) Config {
 	return Config{Metadata: h.meta, ObjectWAL: ow, BookKeeperWAL: bk, WriterID: p.name,
 		ObjectStore: h.objs, Lifecycle: h.lc,
-		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16,
+		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16, CommitShards: h.commitShards,
 		Logger: h.logger(p), runtime: p}
 }
 
@@ -621,6 +625,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	h := &simHarness{w: w, meta: newSimMeta(w), disks: map[string]*simDisk{
 		"objectwal": newSimDisk("objectwal", 1+w.rng.Intn(4)), "bookkeeper": newSimDisk("bookkeeper", 1+w.rng.Intn(4))}}
 	h.objs = newSimObjects(w)
+	h.commitShards = 1 + int(uint64(seed)%3)
 	h.setupLifecycle()
 	h.chooseRealWAL()
 	defer func() {
