@@ -26,7 +26,9 @@ func TestUnclassifiedErrorsAreLogged(t *testing.T) {
 		}
 	}
 	out := buf.String()
-	if n := strings.Count(out, "segment vanished under the reader"); n != 1 {
-		t.Fatalf("logged %d times in one second, want 1:\n%s", n, out)
+	// Five calls take microseconds: one line, or two if they straddle a
+	// second boundary; never one per call.
+	if n := strings.Count(out, "segment vanished under the reader"); n < 1 || n > 2 {
+		t.Fatalf("logged %d times for 5 errors, want 1 (2 across a second boundary):\n%s", n, out)
 	}
 }
