@@ -219,7 +219,11 @@ func TestQuietGCPassSkipsMergeScans(t *testing.T) {
 		if _, err := c.Append(ctx, s, AppendRequest{Entries: []Entry{{Payload: []byte("x"), RecordCount: 1}}, ExpectedStart: -1}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "an indexed generation", func() bool { return genRecs(id) >= want })
+		waitFor(t, ctx, "an indexed generation", func() bool {
+			// The head too: a pass must not see the index grow later.
+			h, _, err := c.readHeadView(ctx, id)
+			return err == nil && h.GenIndexedThrough == h.End && genRecs(id) >= want
+		})
 	}
 	const streams = 40
 	var ids []ID

@@ -775,6 +775,10 @@ func (p *Producer) uploadLoop() {
 		// meanwhile is the next group.
 		kick := p.cfg.GroupCommit && p.uploading == 0 && len(p.pending) > 0
 		p.mu.Unlock()
+		// Only now may the committer commit it: once its Appends resolve
+		// the pipeline must look idle, or a Truncate sent right then is
+		// held for a batch that never comes (pipelineIdle).
+		close(s.uploaded)
 		if kick {
 			p.signalSealer()
 		}
@@ -791,7 +795,7 @@ func permanentStoreError(err error) bool {
 // are unique per (run, ordinal) and a retry rewrites identical bytes, so a
 // retry after an ambiguous failure is idempotent.
 func (p *Producer) upload(s *pipeSegment) {
-	defer close(s.uploaded)
+	// The caller (uploadLoop) closes s.uploaded.
 	if err := p.haltedErr(); err != nil {
 		s.uploadErr = err
 		return
