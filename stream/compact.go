@@ -54,6 +54,17 @@ type Compactor interface {
 	Rewrite(e ReadEntry, dirty bool) ([]byte, error)
 }
 
+// LosslessReplacer is what a Compactor also implements when its view is
+// to replace the lossless log below the cleaned point (Kafka's
+// compact-only topics: the cleaned log is all there is). After such a view
+// is published (the CAS proven applied), the pass trims the stream up to
+// the cleaned point; GC then reclaims the lossless sources there as for
+// any trim, and ReadView serves the view from its own start. A view that
+// covered once covers for good (viewRecord.Covers).
+type LosslessReplacer interface {
+	ReplacesLossless() bool
+}
+
 // CompactionPolicy decides, per owned stream and pass, whether a view kind
 // is wanted and up to which offset. It is asked from the retention pass.
 type CompactionPolicy interface {
@@ -127,7 +138,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		c.views.mu.Unlock()
 	}()
 
-	rec, ver, err := c.loadView(ctx, id, kind)
+	rec, ver, err := c.loadView(ctx, id, kind, math.MinInt64)
 	if err != nil {
 		return CompactionStats{}, err
 	}
@@ -135,7 +146,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return CompactionStats{}, err
 	}
 	if rec != nil && len(rec.Retired) > 0 {
-		if rec, ver, err = c.loadView(ctx, id, kind); err != nil {
+		if rec, ver, err = c.loadView(ctx, id, kind, math.MinInt64); err != nil {
 			return CompactionStats{}, err
 		}
 	}
@@ -147,6 +158,14 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return CompactionStats{}, err
 	}
 	st := CompactionStats{View: rec.info()}
+	replaces := rec != nil && rec.Covers
+	if r, ok := cmp.(LosslessReplacer); ok && r.ReplacesLossless() {
+		replaces = true
+	}
+	// lo is where the new view starts: the stream's start, or a covering
+	// view's own start (the offsets below the stream's start are the
+	// view's alone and are carried over).
+	lo := floorOf(rec, h.Start)
 	dirty := h.Start
 	if rec != nil {
 		dirty = max(dirty, rec.Through)
@@ -182,14 +201,14 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	if rec != nil {
 		seq = rec.Seq + 1
 	}
-	w := &viewWriter{c: c, ctx: ctx, id: id, kind: kind, seq: seq, limit: c.cfg.Lifecycle.GenerationBytes, origin: h.Start}
+	w := &viewWriter{c: c, ctx: ctx, id: id, kind: kind, seq: seq, limit: c.cfg.Lifecycle.GenerationBytes, origin: lo}
 	defer w.abandon()
-	if rec != nil && rec.Through > h.Start {
+	if rec != nil && rec.Through > lo {
 		for _, o := range rec.Objects {
-			if o.End <= h.Start {
+			if o.End <= lo {
 				continue
 			}
-			if err := c.forViewObject(ctx, o, h.Start, func(e generation.Entry) error {
+			if err := c.forViewObject(ctx, o, lo, func(e generation.Entry) error {
 				if len(e.Payload) == 0 {
 					return nil
 				}
@@ -227,7 +246,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		throughBytes = 0 // only an estimate for policies; never fail the pass for it
 	}
 	next := &viewRecord{ThroughBytes: throughBytes, Kind: kind, Seq: seq, Start: objs[0].Start, Through: cut, Objects: objs,
-		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes}
+		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes, Covers: replaces}
 	if rec != nil {
 		next.Retired = rec.Objects
 	}
@@ -244,7 +263,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return st, err
 	}
 	w.keep = true
-	c.views.put(k, next, c.rt.now())
+	c.views.put(k, next, c.rt.now(), h.Start)
 	c.lc.compactions.Add(1)
 	c.lc.compactedBytes.Add(st.SourceBytes)
 	st.Published, st.View = true, next.info()
@@ -252,6 +271,17 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		"scanned_to", scanned, "objects", len(objs), "kept_bytes", w.kept, "source_bytes", st.SourceBytes)
 	if err := c.retireViewObjects(ctx, id, next, nver, "replaced by a newer view"); err != nil {
 		c.log.Debug("retiring replaced view objects failed; the next pass retries", "stream", id, "err", err)
+	}
+	if next.Covers {
+		// The view is published (proven above) and durable (its objects
+		// were proven stored): the lossless log below the cleaned point
+		// may go. The trim is the head CAS; a failure is retried by the
+		// next pass (compactPass).
+		if err := c.Trim(ctx, id, cut); err != nil {
+			c.log.Debug("trimming below a covering view failed; the next pass retries", "stream", id, "err", err)
+		} else {
+			c.lc.viewTrims.Add(1)
+		}
 	}
 	return st, nil
 }
@@ -510,6 +540,15 @@ func (c *Core) compactPass(ctx context.Context, in Info) error {
 		vi, err := c.DescribeView(ctx, in.ID, p.kind)
 		if err != nil {
 			return err
+		}
+		if vi.Covers && in.StartOffset < vi.Through {
+			// A pass published a covering view but did not get to trim
+			// (crash, lost CAS answer): finish it.
+			if err := c.Trim(ctx, in.ID, vi.Through); err != nil {
+				return err
+			}
+			c.lc.viewTrims.Add(1)
+			in.StartOffset = vi.Through
 		}
 		upTo, cmp, err := p.p.PlanCompaction(ctx, in, vi)
 		if err != nil {

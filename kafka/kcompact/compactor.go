@@ -56,6 +56,9 @@ type Options struct {
 	DeleteRetentionMs int64
 	// MaxKeys bounds the key map (DefaultMaxKeys if <= 0).
 	MaxKeys int
+	// ReplacesLog makes the view replace the lossless log below the
+	// cleaned point (compact-only topics; stream.LosslessReplacer).
+	ReplacesLog bool
 }
 
 type keyHash [16]byte
@@ -84,7 +87,13 @@ type Compactor struct {
 	aborted []abortedRange
 }
 
-var _ stream.Compactor = (*Compactor)(nil)
+var (
+	_ stream.Compactor        = (*Compactor)(nil)
+	_ stream.LosslessReplacer = (*Compactor)(nil)
+)
+
+// ReplacesLossless implements stream.LosslessReplacer.
+func (c *Compactor) ReplacesLossless() bool { return c.opt.ReplacesLog }
 
 // New starts a pass.
 func New(opt Options) *Compactor {

@@ -25,6 +25,17 @@ const CompactViewKind = "kafka-compact"
 //   - the dirty ratio (payload not yet compacted / view + that payload)
 //     reaches min.cleanable.dirty.ratio, or max.compaction.lag.ms has
 //     passed since the last pass.
+//
+// On a compact-only topic the view replaces the log below the cleaned
+// point (stream.LosslessReplacer): once a pass's view is published the
+// core trims the partition stream to the cleaned point and GC reclaims the
+// lossless log there, so disk use follows the compacted size. The
+// partition's log start offset (ListOffsets earliest, Fetch's
+// log_start_offset) is then the view's start (Bounds), DeleteRecords is
+// refused as Kafka refuses it there, and Fetch below the lossless start is
+// served from the view. A compact,delete topic keeps its lossless log
+// until retention.ms / retention.bytes trim it (the view then follows the
+// trim).
 
 // views is the storage's view API, if it has one.
 func (s *Store) views() (stream.Views, bool) {
@@ -94,7 +105,9 @@ func (p compactionPolicy) PlanCompaction(ctx context.Context, in stream.Info, v 
 	if v.Exists && dirty > 0 && float64(dirty)/float64(dirty+v.Bytes) < ratio && !overdue {
 		return 0, nil, nil
 	}
-	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms")}), nil
+	del, _ := c.cleanupPolicies()
+	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms"),
+		ReplacesLog: !del}), nil
 }
 
 func (c TopicConfigs) str(name string) string {
