@@ -832,7 +832,7 @@ func (e *lc) pulsarRound(t *testing.T, profile string) {
 			wg.Done()
 		})
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	wg.Wait()
