@@ -65,6 +65,24 @@ type LosslessReplacer interface {
 	ReplacesLossless() bool
 }
 
+// Recleaner is what a Compactor also implements when what its rewrite
+// keeps changes with time alone (Kafka: a tombstone or an empty
+// transaction's marker goes delete.retention.ms after its batch was first
+// cleaned). After pass 2, RecleanAtMs is the earliest time (Unix ms; 0:
+// never) at which rewriting the published view again would drop
+// something; the view record keeps it (ViewInfo.RecleanAt). From then on a
+// pass is run even with nothing new to compact: it rewrites the view
+// alone (same cleaned point).
+type Recleaner interface {
+	RecleanAtMs() int64
+}
+
+// recleanDue reports whether view rec asked for a pass over itself alone
+// by now (and has something to rewrite).
+func (c *Core) recleanDue(rec *viewRecord, start int64) bool {
+	return rec != nil && rec.RecleanMs > 0 && c.nowMs() >= rec.RecleanMs && rec.Through > floorOf(rec, start) && rec.Through >= start
+}
+
 // CompactionPolicy decides, per owned stream and pass, whether a view kind
 // is wanted and up to which offset. It is asked from the retention pass.
 type CompactionPolicy interface {
@@ -171,29 +189,35 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		dirty = max(dirty, rec.Through)
 	}
 	upTo = min(upTo, h.End)
-	if upTo <= dirty {
+	// A reclean pass rewrites the view alone: nothing new to compact, but
+	// the view asked to be rewritten by now.
+	reclean := upTo <= dirty && c.recleanDue(rec, h.Start)
+	if upTo <= dirty && !reclean {
 		st.Why = "nothing new to compact"
 		return st, nil
 	}
 
 	// Pass 1.
-	scanned := dirty
-	err = c.forEntries(ctx, id, dirty, upTo, func(e ReadEntry) (bool, error) {
-		ok, err := cmp.Scan(e)
-		if ok && err == nil {
-			scanned = e.Offset + int64(e.RecordCount)
-			st.ScannedBytes += int64(len(e.Payload))
+	scanned, cut := dirty, dirty
+	if !reclean {
+		err = c.forEntries(ctx, id, dirty, upTo, func(e ReadEntry) (bool, error) {
+			ok, err := cmp.Scan(e)
+			if ok && err == nil {
+				scanned = e.Offset + int64(e.RecordCount)
+				st.ScannedBytes += int64(len(e.Payload))
+			}
+			return ok, err
+		})
+		if err != nil {
+			return st, err
 		}
-		return ok, err
-	})
-	if err != nil {
-		return st, err
-	}
-	cut := min(cmp.SafeEnd(scanned), scanned)
-	if cut <= dirty {
-		c.log.Debug("compaction pass: nothing to compact yet", "stream", id, "kind", kind, "dirty", dirty, "up_to", upTo, "scanned_to", scanned)
-		st.Why = "the compactor allows nothing yet"
-		return st, nil
+		cut = min(cmp.SafeEnd(scanned), scanned)
+		if cut <= dirty && !c.recleanDue(rec, h.Start) {
+			c.log.Debug("compaction pass: nothing to compact yet", "stream", id, "kind", kind, "dirty", dirty, "up_to", upTo, "scanned_to", scanned)
+			st.Why = "the compactor allows nothing yet"
+			return st, nil
+		}
+		cut = max(cut, dirty)
 	}
 
 	// Pass 2.
@@ -247,6 +271,9 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	}
 	next := &viewRecord{ThroughBytes: throughBytes, Kind: kind, Seq: seq, Start: objs[0].Start, Through: cut, Objects: objs,
 		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes, Covers: replaces}
+	if r, ok := cmp.(Recleaner); ok {
+		next.RecleanMs = max(r.RecleanAtMs(), 0)
+	}
 	if rec != nil {
 		next.Retired = rec.Objects
 	}
@@ -554,7 +581,8 @@ func (c *Core) compactPass(ctx context.Context, in Info) error {
 		if err != nil {
 			return err
 		}
-		if cmp == nil || upTo <= max(vi.Through, in.StartOffset) {
+		due := !vi.RecleanAt.IsZero() && !c.rt.now().Before(vi.RecleanAt)
+		if cmp == nil || upTo <= max(vi.Through, in.StartOffset) && !due {
 			continue
 		}
 		if _, err := c.Compact(ctx, in.ID, p.kind, upTo, cmp); err != nil {

@@ -73,10 +73,11 @@ func validViewKind(kind string) error {
 }
 
 // viewRecordV1 is the first layout; V2 appends a flags byte (bit 0:
-// Covers). V1 records decode with no flags.
+// Covers), V3 then RecleanMs. Older records decode with those zero.
 const (
 	viewRecordV1 = 1
 	viewRecordV2 = 2
+	viewRecordV3 = 3
 )
 
 // viewFlagCovers marks a view that covers its stream's reclaimed prefix.
@@ -107,11 +108,15 @@ type viewRecord struct {
 	// [Start, Through), whatever the stream's start. Once set it stays set:
 	// the offsets below the stream's start exist nowhere else.
 	Covers bool
+	// RecleanMs (Unix ms, 0: never) is when rewriting this view again,
+	// with no new data, would drop something (Compactor's RecleanAtMs:
+	// Kafka tombstones and markers past their delete horizon).
+	RecleanMs int64
 }
 
 func (r viewRecord) encode() []byte {
 	w := bin.Writer{}
-	w.U8(viewRecordV2)
+	w.U8(viewRecordV3)
 	w.String(r.Kind)
 	w.Uvarint(r.Seq)
 	w.Varint(r.Start)
@@ -133,6 +138,7 @@ func (r viewRecord) encode() []byte {
 		flags |= viewFlagCovers
 	}
 	w.U8(flags)
+	w.Varint(r.RecleanMs)
 	return w.Seal()
 }
 
@@ -143,7 +149,7 @@ func decodeViewRecord(b []byte) (*viewRecord, error) {
 	}
 	r := bin.Reader{B: body}
 	version := r.U8()
-	if version != viewRecordV1 && version != viewRecordV2 {
+	if version < viewRecordV1 || version > viewRecordV3 {
 		return nil, fmt.Errorf("%w: view record version %d", ErrCorrupt, version)
 	}
 	out := &viewRecord{Kind: r.String(), Seq: r.Uvarint(), Start: r.Varint(), Through: r.Varint()}
@@ -166,6 +172,9 @@ func decodeViewRecord(b []byte) (*viewRecord, error) {
 	out.CompactedMs, out.KeptBytes, out.SourceBytes, out.ThroughBytes = r.Varint(), r.Varint(), r.Varint(), r.Varint()
 	if version >= viewRecordV2 {
 		out.Covers = r.U8()&viewFlagCovers != 0
+	}
+	if version >= viewRecordV3 {
+		out.RecleanMs = r.Varint()
 	}
 	if err := r.Done(); err != nil || bad {
 		return nil, fmt.Errorf("%w: view record", ErrCorrupt)
@@ -205,6 +214,9 @@ type ViewInfo struct {
 	// Through: the stream's lossless start may then be above Start, and
 	// readers of the view see [Start, end).
 	Covers bool
+	// RecleanAt (zero: never) is when a pass over the view alone, with no
+	// new data, would drop something: a policy runs one then.
+	RecleanAt time.Time
 }
 
 func (r *viewRecord) info() ViewInfo {
@@ -215,6 +227,9 @@ func (r *viewRecord) info() ViewInfo {
 		Objects: len(r.Objects), Bytes: r.KeptBytes, ThroughBytes: r.ThroughBytes, Covers: r.Covers}
 	if r.CompactedMs > 0 {
 		vi.CompactedAt = time.UnixMilli(r.CompactedMs)
+	}
+	if r.RecleanMs > 0 {
+		vi.RecleanAt = time.UnixMilli(r.RecleanMs)
 	}
 	return vi
 }

@@ -39,6 +39,15 @@ type kvCompactor struct {
 
 func (k *kvCompactor) ReplacesLossless() bool { return k.replaces }
 
+// recleanCompactor is a kvCompactor that asks for a pass over the view
+// alone at recleanAt (stream.Recleaner).
+type recleanCompactor struct {
+	kvCompactor
+	recleanAt int64
+}
+
+func (k *recleanCompactor) RecleanAtMs() int64 { return k.recleanAt }
+
 func decodeKV(t testing.TB, p []byte) []kvRec {
 	var rs []kvRec
 	if err := json.Unmarshal(p, &rs); err != nil {
@@ -459,4 +468,83 @@ func runViewReadsDuringGC(t *testing.T, covering bool) {
 		t.Fatalf("the test did not exercise what it is about: %d compactions, %d objects collected, %d trims, reads %v", st.Compactions, st.GCObjects, st.ViewTrims, reads)
 	}
 	t.Logf("%d compactions, %d objects collected, reads %v, %d reads resolved again after GC", st.Compactions, st.GCObjects, reads, rc.Stats().ReadRetries)
+}
+
+// TestViewRecleanWithoutNewData: a view whose compactor asked for a pass
+// at some time (Kafka: a tombstone's delete horizon) gets one with nothing
+// new to compact once that time has come, rewriting the view alone at the
+// same cleaned point; before it, a pass with nothing new does nothing.
+// Covering and not.
+func TestViewRecleanWithoutNewData(t *testing.T) {
+	for _, covering := range []bool{false, true} {
+		t.Run(fmt.Sprintf("covering=%v", covering), func(t *testing.T) {
+			ctx := context.Background()
+			env := newLCEnv(t)
+			c := env.open(t, "w1")
+			info, s := createWithSession(ctx, t, c, "view-reclean", "w1")
+			const kind = "test-compact"
+			v1 := "1"
+			var end int64
+			for _, r := range []kvRec{{K: "a", V: &v1}, {K: "b"}, {K: "c", V: &v1}} { // b: tombstone
+				p, _ := json.Marshal([]kvRec{r})
+				res, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: p, RecordCount: 1, Timestamp: 5}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				end = res.End
+			}
+			later := time.Now().Add(time.Hour).UnixMilli()
+			cmp := func(horizon, recleanAt int64) *recleanCompactor {
+				return &recleanCompactor{kvCompactor{latest: map[string]int64{}, maxKeys: 10, horizon: horizon, replaces: covering}, recleanAt}
+			}
+			appendOne := func(r kvRec) {
+				p, _ := json.Marshal([]kvRec{r})
+				res, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: p, RecordCount: 1, Timestamp: 5}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				end = res.End
+			}
+			keys := func() string {
+				got := readKV(t, ctx, func(from int64) (stream.ReadResult, error) {
+					return c.ReadView(ctx, info.ID, kind, from, stream.ReadOptions{})
+				}, 0, end)
+				var ks []string
+				for o := int64(0); o < end; o++ {
+					if r, ok := got[o]; ok {
+						ks = append(ks, r.K)
+					}
+				}
+				return strings.Join(ks, ",")
+			}
+			// Pass 1 keeps the tombstone and asks for a pass in an hour:
+			// a pass with nothing new before then does nothing.
+			st, err := c.Compact(ctx, info.ID, kind, end, cmp(0, later))
+			if err != nil || !st.Published || st.View.RecleanAt.UnixMilli() != later {
+				t.Fatalf("pass 1: %+v %v", st, err)
+			}
+			st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0))
+			if err != nil || st.Published || keys() != "a,b,c" {
+				t.Fatalf("a pass with nothing new before the reclean time: %+v %v, view %s", st, err, keys())
+			}
+			// Pass 2 (new data) asks for a pass at once.
+			appendOne(kvRec{K: "d", V: &v1})
+			if st, err = c.Compact(ctx, info.ID, kind, end, cmp(0, 1)); err != nil || !st.Published {
+				t.Fatalf("pass 2: %+v %v", st, err)
+			}
+			through := st.View.Through
+			// Pass 3, nothing new: the view alone is rewritten (the
+			// compactor now drops the tombstone), same cleaned point.
+			st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0))
+			if err != nil || !st.Published || st.View.Through != through || !st.View.RecleanAt.IsZero() {
+				t.Fatalf("reclean pass: %+v %v", st, err)
+			}
+			if got := keys(); got != "a,c,d" {
+				t.Fatalf("after the reclean the view holds %s, want a,c,d", got)
+			}
+			if st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0)); err != nil || st.Published {
+				t.Fatalf("a pass after the reclean: %+v %v", st, err)
+			}
+		})
+	}
 }
