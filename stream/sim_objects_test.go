@@ -30,6 +30,9 @@ type simObjects struct {
 	grave    map[string][]byte
 	next     uint64
 	onDelete func(key string)
+	// the real Object WAL's traffic (seeds with realWAL): segments PUT and
+	// deleted, manifest writes (claims, commits, truncations)
+	segPuts, segDeletes, manifestPuts int
 }
 
 type simObject struct {
@@ -106,6 +109,7 @@ func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts obje
 	s.next++
 	o := &simObject{data: data, version: s.next, mod: s.w.now}
 	s.objs[key] = o
+	s.count(key, &s.segPuts, &s.manifestPuts)
 	if s.w.chance(s.w.faults.walLost) {
 		return objectstore.UpdateVersion{}, fmt.Errorf("sim: object PUT applied, response lost")
 	}
@@ -128,10 +132,23 @@ func (s *simObjects) Delete(ctx context.Context, key string, ifVersion *objectst
 	}
 	s.grave[key] = o.data
 	delete(s.objs, key)
+	s.count(key, &s.segDeletes, nil)
 	if s.w.chance(s.w.faults.walLost) {
 		return fmt.Errorf("sim: object DELETE applied, response lost")
 	}
 	return nil
+}
+
+func (s *simObjects) count(key string, seg, manifest *int) {
+	if !strings.HasPrefix(key, "wal/") {
+		return
+	}
+	switch {
+	case strings.Contains(key, "/seg/"):
+		*seg++
+	case manifest != nil && strings.HasSuffix(key, "/manifest"):
+		*manifest++
+	}
 }
 
 func (s *simObjects) List(ctx context.Context, prefix string) iter.Seq2[objectstore.ObjectInfo, error] {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
 
 // simWorld is one deterministic simulation: a simulated clock, one seeded
@@ -147,6 +148,7 @@ type simProc struct {
 	alive  bool
 	core   *Core
 	wals   []*simWAL
+	ow     *objectwal.Provider // the real Object WAL (seeds with realWAL), or nil
 	meta   *simMeta
 	broker int
 }
