@@ -67,7 +67,7 @@ func (c *Core) dropOwner(o *owner) {
 func newOwner(c *Core, h *head, v metadata.Version, sess Session, prov provider.Provider) *owner {
 	o := &owner{
 		c: c, id: h.ID, prov: prov, cm: c.committerFor(h.ID),
-		m:       newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
+		m: newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
 	}
 	return o
 }
