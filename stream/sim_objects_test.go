@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -33,6 +34,16 @@ type simObjects struct {
 	// the real Object WAL's traffic (seeds with realWAL): segments PUT and
 	// deleted, manifest writes (claims, commits, truncations)
 	segPuts, segDeletes, manifestPuts int
+	// downUntil: until this simulated time every GET, PUT and DELETE fails
+	// (an outage of the store; ranged reads still answer)
+	downUntil int64
+}
+
+func (s *simObjects) down() error {
+	if s.w.now < s.downUntil {
+		return errors.New("sim: object store unreachable")
+	}
+	return nil
 }
 
 type simObject struct {
@@ -59,6 +70,9 @@ func (s *simObjects) latency() {
 
 func (s *simObjects) Get(ctx context.Context, key string) ([]byte, objectstore.UpdateVersion, error) {
 	s.latency()
+	if err := s.down(); err != nil {
+		return nil, objectstore.UpdateVersion{}, err
+	}
 	o := s.objs[key]
 	if o == nil {
 		return nil, objectstore.UpdateVersion{}, objectstore.ErrNotFound
@@ -92,6 +106,9 @@ func (s *simObjects) Head(ctx context.Context, key string) (objectstore.ObjectIn
 func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts objectstore.PutOptions) (objectstore.UpdateVersion, error) {
 	data = slices.Clone(data)
 	s.latency()
+	if err := s.down(); err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
 	if s.w.chance(s.w.faults.walFail) {
 		return objectstore.UpdateVersion{}, fmt.Errorf("sim: object PUT failed before applying: %w", objectstore.ErrConflict)
 	}
@@ -117,6 +134,9 @@ func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts obje
 }
 
 func (s *simObjects) Delete(ctx context.Context, key string, ifVersion *objectstore.UpdateVersion) error {
+	if err := s.down(); err != nil {
+		return err
+	}
 	if s.w.chance(s.w.faults.walFail) {
 		return fmt.Errorf("sim: object DELETE failed before applying: %w", objectstore.ErrConflict)
 	}

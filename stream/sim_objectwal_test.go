@@ -134,6 +134,9 @@ func (h *simHarness) openRealWAL(p *simProc, bk *simWAL) {
 		// A seed has a few dozen writes in flight per broker at most; a
 		// full queue would block Write on the event loop.
 		WriteQueue: 1024,
+		// Short retry budgets, so an outage (planOutage) halts the
+		// producer within a seed and the provider must re-claim the log.
+		RetryBackoff: time.Duration(1+rng.Intn(8)) * time.Millisecond,
 	}
 	if rng.Intn(3) == 0 {
 		cfg.FlushMode = objectwal.FlushOnInterval
@@ -153,9 +156,38 @@ func (h *simHarness) openRealWAL(p *simProc, bk *simWAL) {
 	h.w.tracef("broker %s incarnation %d started (real Object WAL)", p.name, p.inc)
 }
 
+// planOutage: on a third of the real-WAL seeds the object store stops
+// answering GET, PUT and DELETE for 50–400 ms during the active phase —
+// longer than the producer's retry budget, so it halts, every write it held
+// fails, and the provider re-claims the log at a new epoch once the store
+// is back (issue 14 item 4, in the simulation). The active phase is
+// extended to outlast it: the quiet phase must be healthy.
+func (h *simHarness) planOutage() {
+	rng := rand.New(rand.NewSource(h.w.seed ^ 0x0a7a6e))
+	if !h.realWAL || rng.Intn(3) != 0 {
+		return
+	}
+	start := h.w.now + rng.Int63n(h.activeEnd-h.w.now)
+	end := start + int64(time.Duration(50+rng.Intn(350))*time.Millisecond)
+	h.activeEnd = max(h.activeEnd, end+int64(50*time.Millisecond))
+	h.w.at(start, nil, func() {
+		h.stats.walOutages++
+		h.objs.downUntil = end
+		h.w.tracef("OUTAGE object store down until %.3fms", float64(end-simEpoch)/1e6)
+	})
+}
+
+// countRecoveries adds p's Object WAL re-claims (halt → new epoch) to the
+// stats (before p's crash, and at the end of the seed).
+func (h *simHarness) countRecoveries(p *simProc) {
+	if p.ow != nil {
+		h.stats.walRecoveries += int(p.ow.Health().Recoveries)
+	}
+}
+
 func (h *simHarness) failStart(p *simProc, what string, err error) {
 	h.w.tracef("broker %s incarnation %d failed to start (%s): %v", p.name, p.inc, what, err)
-	if h.quiet {
+	if p.quietStart {
 		h.violate("broker %s failed to start in a healthy world (%s): %v", p.name, what, err)
 	}
 	p.alive = false

@@ -99,6 +99,8 @@ type simStats struct {
 	// the real Object WAL (seeds with realWAL): seeds, segments PUT and
 	// deleted by truncation or GC, manifest writes
 	realWALSeeds, walSegments, walSegmentsDeleted, walManifestWrites int
+	// object-store outages, and re-claims after a halt they caused
+	walOutages, walRecoveries int
 }
 
 type simStream struct {
@@ -161,7 +163,7 @@ var simCtx = context.Background()
 // ---- Processes ----
 
 func (h *simHarness) startBroker(b int, inc int) *simProc {
-	p := &simProc{w: h.w, name: fmt.Sprintf("b%d", b), inc: inc, alive: true, meta: h.meta, broker: b}
+	p := &simProc{w: h.w, name: fmt.Sprintf("b%d", b), inc: inc, alive: true, meta: h.meta, broker: b, quietStart: h.quiet}
 	bk := &simWAL{p: p, disk: h.disks["bookkeeper"], lane: map[uint64]int64{}}
 	if h.realWAL {
 		p.wals = []*simWAL{bk}
@@ -231,6 +233,7 @@ func (h *simHarness) crash(b int) {
 		return
 	}
 	h.stats.crashes++
+	h.countRecoveries(p)
 	h.w.tracef("CRASH broker %s incarnation %d", p.name, p.inc)
 	for _, wal := range p.wals {
 		wal.crash()
@@ -635,6 +638,11 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		w.current = nil
 		w.killCoros(nil) // no simulated goroutine outlives its seed
 		if h.realWAL {
+			for _, p := range h.brokers {
+				if p.alive {
+					h.countRecoveries(p)
+				}
+			}
 			h.stats.realWALSeeds++
 			h.stats.walSegments, h.stats.walSegmentsDeleted, h.stats.walManifestWrites = h.objs.segPuts, h.objs.segDeletes, h.objs.manifestPuts
 		}
@@ -691,6 +699,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		w.tracef("stream %d %v profile %v sequenced %v retention %+v", i, st.id, st.profile, st.sequenced, ret)
 	}
 	h.activeEnd = w.now + int64(time.Duration(100+rng.Intn(400))*time.Millisecond)
+	h.planOutage()
 	for _, st := range h.streams {
 		wr := st.writer
 		w.after(w.jitter(time.Millisecond), nil, func() { h.writerTick(wr) })
@@ -963,6 +972,8 @@ func (s *simStats) add(o simStats) {
 	s.walSegments += o.walSegments
 	s.walSegmentsDeleted += o.walSegmentsDeleted
 	s.walManifestWrites += o.walManifestWrites
+	s.walOutages += o.walOutages
+	s.walRecoveries += o.walRecoveries
 }
 
 func replayCommand(seed int64) string {

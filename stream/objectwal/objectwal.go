@@ -82,6 +82,11 @@ type Config struct {
 	// MaxInFlightBytes caps bytes written but not yet durable; Write blocks
 	// beyond it (default 256 MiB).
 	MaxInFlightBytes int
+	// RetryBackoff is the first backoff of the wal producer's upload,
+	// manifest-commit and claim retries (default: wal's, 100ms). With the
+	// attempt limits it sets how long an unreachable store is retried
+	// before the producer halts and the provider re-claims the log.
+	RetryBackoff time.Duration
 	// WriteQueue is how many writes may wait for durability at once before
 	// Write blocks (default 16384; the queue is allocated whole at Open).
 	WriteQueue int
@@ -277,6 +282,9 @@ func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
 		Logger:            p.cfg.Logger,
 		Meter:             p.cfg.Meter,
 		Runtime:           p.cfg.Runtime,
+
+		UploadInitialBackoff:   p.cfg.RetryBackoff,
+		ManifestInitialBackoff: p.cfg.RetryBackoff,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objectwal: claiming log %s: %w", p.cfg.Prefix, err)
