@@ -170,6 +170,9 @@ func (c *Cursor) load(rec cursorRecord, ver metadata.Version) {
 
 func (c *Cursor) recordLocked() cursorRecord {
 	rec := cursorRecord{AckedBelow: c.ackedBelow, Deleted: append([][2]int64(nil), c.deleted.r...), ResetEpoch: c.resetEpoch, CreatedAt: c.createdAt}
+	if PlantedBug == BugCursorAheadOfAck && len(c.deleted.r) > 0 {
+		rec.AckedBelow, rec.Deleted = c.deleted.r[0][1], rec.Deleted[1:]
+	}
 	if len(c.batchAcks) > 0 {
 		rec.BatchAcks = make(map[string][]uint64, len(c.batchAcks))
 		for k, v := range c.batchAcks {
@@ -455,6 +458,8 @@ func (c *Cursor) mergeStored(ctx context.Context) error {
 		c.load(rec, ver)
 		c.persisted = c.gen
 		c.gen++ // our in-flight target is superseded; make waiters settle on the next write
+	case rec.ResetEpoch == c.resetEpoch && PlantedBug == BugMergeDropsLocal:
+		c.load(rec, ver)
 	case rec.ResetEpoch == c.resetEpoch:
 		c.ackedBelow = max(c.ackedBelow, rec.AckedBelow)
 		for _, r := range rec.Deleted {

@@ -85,6 +85,9 @@ func (l *Ledger) OffsetOf(p Position) int64 {
 	case p.LedgerID > l.rec.LedgerID:
 		return math.MaxInt64
 	}
+	if PlantedBug == BugPositionOffByOne {
+		return p.EntryID + 1
+	}
 	return p.EntryID
 }
 
