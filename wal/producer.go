@@ -55,6 +55,20 @@ type ProducerConfig struct {
 	// Latency-first for stores whose PUT is cheap (a local filesystem); with
 	// a per-request price (S3) leave it off and let FlushInterval batch.
 	GroupCommit bool
+	// GroupCommitMinWait and GroupCommitMinBytes keep GroupCommit from
+	// cutting a busy log into many small segments. Records that arrive
+	// while the producer has nothing in flight are sealed at once (the
+	// lone-record latency group commit is for). Records that arrive while
+	// earlier ones are still on their way (uploading or committing) are
+	// sealed, once no upload is in flight, only when the oldest of them has
+	// waited GroupCommitMinWait or they add up to GroupCommitMinBytes:
+	// every segment costs a PUT and a manifest commit (on a local disk,
+	// fsyncs that contend with each other), so under load a short wait for
+	// the next arrivals buys fewer, larger segments. FlushInterval still
+	// bounds every wait. Zero GroupCommitMinWait seals at every upload's
+	// end; zero GroupCommitMinBytes never seals early by size.
+	GroupCommitMinWait  time.Duration
+	GroupCommitMinBytes int
 	// Compression applied to segment record blocks. Compressed segments have
 	// no Placement (their frames cannot be range-read).
 	Compression Compression
@@ -127,7 +141,7 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if c.ManifestPath == "" {
 		return c, errors.New("nereus/wal: ProducerConfig.ManifestPath is required")
 	}
-	if c.FlushInterval < 0 || c.FlushBytes < 0 || c.MaxInFlightBytes < 0 || c.MaxInFlightBatches < 0 ||
+	if c.FlushInterval < 0 || c.FlushBytes < 0 || c.GroupCommitMinWait < 0 || c.GroupCommitMinBytes < 0 || c.MaxInFlightBytes < 0 || c.MaxInFlightBatches < 0 ||
 		c.SegmentMaxBytes < 0 || c.ManifestAppendBatchSize < 0 || c.MaxClaimAttempts < 0 ||
 		c.UploadMaxAttempts < 0 || c.UploadInitialBackoff < 0 || c.UploadConcurrency < 0 ||
 		c.ManifestMaxAttempts < 0 || c.ManifestInitialBackoff < 0 || c.MaxCommitConflicts < 0 {
@@ -345,10 +359,13 @@ type Producer struct {
 	m   *Manifest
 	ver objectstore.UpdateVersion
 
-	mu              sync.Mutex
-	pending         []*appendGroup
-	pendingBytes    int
-	pendingSince    time.Time
+	mu           sync.Mutex
+	pending      []*appendGroup
+	pendingBytes int
+	pendingSince time.Time
+	// pendingIdle: the oldest pending Append found nothing in flight
+	// (GroupCommit seals it at once, GroupCommitMinWait does not apply).
+	pendingIdle     bool
 	inFlightBytes   int
 	inFlightBatches int
 	uploading       int           // segments sealed whose upload has not finished
@@ -375,6 +392,8 @@ type Producer struct {
 	truncQ    chan *truncReq
 	truncs    []*truncReq
 	truncSent atomic.Int64 // requests handed to the committer (tests wait on it)
+	// sealPasses counts the sealer's decisions (tests wait on it).
+	sealPasses atomic.Int64
 }
 
 // NewProducer constructs a producer and claims the log by bumping the manifest
@@ -511,12 +530,16 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 			first := len(p.pending) == 0
 			if first {
 				p.pendingSince = time.Now()
+				p.pendingIdle = p.inFlightBatches == 0
 			}
 			p.pending = append(p.pending, &appendGroup{records: records, meta: meta, bytes: size, d: d})
 			p.pendingBytes += size
 			p.inFlightBytes += size
 			p.inFlightBatches++
 			full := p.cfg.FlushBytes > 0 && p.pendingBytes >= p.cfg.FlushBytes
+			if m := p.cfg.GroupCommitMinBytes; p.cfg.GroupCommit && m > 0 && p.pendingBytes >= m && p.pendingBytes-size < m {
+				full = true // worth a segment now: the sealer decides
+			}
 			p.mu.Unlock()
 			if first || full {
 				p.signalSealer()
@@ -638,19 +661,20 @@ func (p *Producer) Close(ctx context.Context) error {
 
 // sealLoop turns pending Append groups into segments when FlushBytes is
 // reached, when the oldest pending group has waited FlushInterval, with
-// GroupCommit whenever no upload is in flight (an upload's end kicks it), or
-// on Close. It is the only sender on uploadQ and commitQ, and closes both once
+// GroupCommit whenever no upload is in flight (an upload's end kicks it)
+// and groupReadyLocked says the pending groups are worth a segment, or on
+// Close. It is the only sender on uploadQ and commitQ, and closes both once
 // closing has drained everything.
 func (p *Producer) sealLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	armed := false
+	var armed time.Time // when the timer fires; zero while stopped
 	for {
 		closing := false
 		select {
 		case <-p.kick:
 		case <-timer.C:
-			armed = false
+			armed = time.Time{}
 		case <-p.closeCh:
 			closing = true
 		}
@@ -658,18 +682,28 @@ func (p *Producer) sealLoop() {
 		closing = closing || p.closing
 		var batch []*appendGroup
 		if len(p.pending) > 0 {
-			wait := p.cfg.FlushInterval - time.Since(p.pendingSince)
-			idle := p.cfg.GroupCommit && p.uploading == 0
-			if closing || idle || wait <= 0 || (p.cfg.FlushBytes > 0 && p.pendingBytes >= p.cfg.FlushBytes) {
+			age := time.Since(p.pendingSince)
+			wait := p.cfg.FlushInterval - age
+			group := false
+			if p.cfg.GroupCommit && p.uploading == 0 {
+				var more time.Duration
+				group, more = p.groupReadyLocked(age)
+				wait = min(wait, more)
+			}
+			if closing || group || wait <= 0 || (p.cfg.FlushBytes > 0 && p.pendingBytes >= p.cfg.FlushBytes) {
 				batch = p.pending
 				p.pending = nil
 				p.pendingBytes = 0
-			} else if !armed {
+			} else if at := time.Now().Add(wait); armed.IsZero() || at.Before(armed) {
+				// (Re-)arm for the earliest deadline: an upload's end can
+				// bring GroupCommitMinWait's ahead of FlushInterval's.
+				// (Since Go 1.23 Reset drops a stale expiry.)
 				timer.Reset(wait)
-				armed = true
+				armed = at
 			}
 		}
 		p.mu.Unlock()
+		p.sealPasses.Add(1)
 		if batch != nil {
 			p.seal(batch)
 		}
@@ -680,6 +714,17 @@ func (p *Producer) sealLoop() {
 			return
 		}
 	}
+}
+
+// groupReadyLocked decides, with GroupCommit and no upload in flight,
+// whether the pending groups (the oldest age old) are sealed now; if not,
+// more is how much longer the oldest waits at most (GroupCommitMinWait).
+func (p *Producer) groupReadyLocked(age time.Duration) (ready bool, more time.Duration) {
+	if p.pendingIdle || age >= p.cfg.GroupCommitMinWait ||
+		(p.cfg.GroupCommitMinBytes > 0 && p.pendingBytes >= p.cfg.GroupCommitMinBytes) {
+		return true, 0
+	}
+	return false, p.cfg.GroupCommitMinWait - age
 }
 
 // seal packs Append groups into segments of at most SegmentMaxBytes (groups
