@@ -21,7 +21,8 @@ var srv *testserver.Server
 
 func TestMain(m *testing.M) {
 	s, err := testserver.Launch(testserver.Options{Args: []string{
-		"--retention-interval", "200ms", "--gc-interval", "500ms", "--gc-grace", "1s"}})
+		"--retention-interval", "200ms", "--gc-interval", "500ms", "--gc-grace", "1s",
+		"--generation-max-age", "1s"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start nereus serve:", err)
 		os.Exit(1)

@@ -3,6 +3,9 @@ package kafka
 // DeleteRecords: v0-2
 //
 // Behavior:
+//   - A compact-only topic (cleanup.policy=compact without delete) is
+//     refused with POLICY_VIOLATION, as Kafka does: its log start offset
+//     is its compacted view's.
 //   - Trims the partition stream: the log start offset advances to the
 //     requested offset (-1 means the high watermark). Offsets beyond the
 //     high watermark get OFFSET_OUT_OF_RANGE. The start never moves
@@ -38,6 +41,12 @@ func handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Response, error
 				}
 				_, end, err := s.store.Bounds(r.ctx, p)
 				if err != nil {
+					return err
+				}
+				if ok, err := s.store.DeletesRecords(r.ctx, p); err != nil || !ok {
+					if err == nil {
+						op.ErrorCode = kerr.PolicyViolation.Code // as Kafka: compact-only topics
+					}
 					return err
 				}
 				to := rp.Offset

@@ -7,7 +7,8 @@ package kafka
 //     stream storage, reported as one directory named
 //     "nereus://streams". Each partition's size is its stream's retained
 //     payload bytes (the stream head's committed bytes minus those trimmed,
-//     at run granularity); offset_lag is 0 and is_future false (there are
+//     at run granularity), plus its compacted view's payload on a
+//     compacted topic; offset_lag is 0 and is_future false (there are
 //     no replicas or moves). A null topic list means all topics; unknown
 //     topics and partitions are left out, as Kafka does.
 //   - total_bytes / usable_bytes (v4+) are -1: object and BookKeeper
@@ -73,12 +74,12 @@ func handleDescribeLogDirs(r *request) (kmsg.Response, func() kmsg.Response, err
 				if err != nil {
 					continue
 				}
-				info, err := s.store.Describe(r.ctx, p)
+				size, err := s.store.Size(r.ctx, p)
 				if err != nil {
 					continue
 				}
 				dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-				dp.Partition, dp.Size = pi, info.RetainedBytes
+				dp.Partition, dp.Size = pi, size
 				dt.Partitions = append(dt.Partitions, dp)
 			}
 			dir.Topics = append(dir.Topics, dt)

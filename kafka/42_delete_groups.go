@@ -3,9 +3,9 @@ package kafka
 // DeleteGroups: v0-2
 //
 // Behavior:
-//   - A group with members gets NON_EMPTY_GROUP. Otherwise its in-memory
-//     state is dropped and its committed offsets are deleted from the
-//     metadata store. A group with neither members nor offsets gets
+//   - A group with members gets NON_EMPTY_GROUP. Otherwise its state (in
+//     memory and, for classic and KIP-848 groups alike, stored) is dropped
+//     and its committed offsets are deleted from the metadata store. A group with neither members nor offsets gets
 //     GROUP_ID_NOT_FOUND.
 //
 // Version notes:
@@ -33,6 +33,21 @@ func handleDeleteGroups(r *request) (kmsg.Response, func() kmsg.Response, error)
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		// A KIP-848 consumer group: refused while it has members, else its
+		// stored state goes first, then its offsets below.
+		consumerGroup := false
+		if _, ok := r.s.consumers.Describe(id); ok {
+			deleted, err := r.s.consumers.Delete(r.ctx, id)
+			if err != nil || !deleted {
+				g.ErrorCode = kerr.NonEmptyGroup.Code
+				if err != nil {
+					g.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				}
+				resp.Groups = append(resp.Groups, g)
+				continue
+			}
+			consumerGroup = true
+		}
 		exists := false
 		if err := r.s.groups.Do(id, false, func(gr *kgroup.Group, _ time.Time) {
 			exists = gr != nil && gr.State() != kgroup.Dead
@@ -43,7 +58,9 @@ func handleDeleteGroups(r *request) (kmsg.Response, func() kmsg.Response, error)
 		}
 		hasOffsets := groupHasOffsets(r.ctx, r.s, id)
 		if !exists && !hasOffsets {
-			g.ErrorCode = kerr.GroupIDNotFound.Code
+			if !consumerGroup {
+				g.ErrorCode = kerr.GroupIDNotFound.Code
+			}
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

@@ -19,15 +19,7 @@ func init() {
 
 func authzConsumerGroupDescribe(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.ConsumerGroupDescribeRequest)
-	var denied []string
-	keep := req.Groups[:0:0]
-	for _, g := range req.Groups {
-		if z.ok(opDescribe, rtGroup, g) {
-			keep = append(keep, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
+	keep, denied := splitAllowed(req.Groups, func(g string) bool { return z.ok(opDescribe, rtGroup, g) })
 	req.Groups = keep
 	return authzDecision{empty: len(keep) == 0 && len(denied) > 0, patch: func(p kmsg.Response) {
 		resp := p.(*kmsg.ConsumerGroupDescribeResponse)

@@ -182,32 +182,20 @@ func authzProduce(z *authzCtx) authzDecision {
 		}
 		return authzDecision{deny: resp, closeConn: req.Acks == 0}
 	}
-	var denied []kmsg.ProduceRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opWrite, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.ProduceRequestTopic) bool { return z.ok(opWrite, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, closeConn: req.Acks == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.ProduceResponse)
-		for _, t := range denied {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = pt.Partition, topicDenied, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	d := answerDenied(len(keep), denied, func(resp *kmsg.ProduceResponse, t kmsg.ProduceRequestTopic) {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = pt.Partition, topicDenied, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
+	d.closeConn = len(denied) > 0 && req.Acks == 0
+	return d
 }
 
 func authzFetch(z *authzCtx) authzDecision {
@@ -221,93 +209,54 @@ func authzFetch(z *authzCtx) authzDecision {
 		resp.ErrorCode = clusterDenied
 		return authzDecision{deny: resp}
 	}
-	var denied []kmsg.FetchRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opRead, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return z.ok(opRead, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.FetchResponse)
-		for _, t := range denied {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, topicDenied
-				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset, rp.PreferredReadReplica = -1, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.FetchResponse, t kmsg.FetchRequestTopic) {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = pt.Partition, topicDenied
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset, rp.PreferredReadReplica = -1, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func authzListOffsets(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.ListOffsetsRequest)
-	var denied []kmsg.ListOffsetsRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opDescribe, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return z.ok(opDescribe, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.ListOffsetsResponse)
-		for _, t := range denied {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = pt.Partition, topicDenied, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.ListOffsetsResponse, t kmsg.ListOffsetsRequestTopic) {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = pt.Partition, topicDenied, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func authzOffsetForLeaderEpoch(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.OffsetForLeaderEpochRequest)
-	if req.ReplicaID >= 0 && !z.cluster(opClusterAction) {
+	if req.ReplicaID >= 0 {
+		if z.cluster(opClusterAction) {
+			return authzDecision{}
+		}
 		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 		for _, t := range req.Topics {
 			resp.Topics = append(resp.Topics, leaderEpochDenied(t, clusterDenied))
 		}
 		return authzDecision{deny: resp}
 	}
-	var denied []kmsg.OffsetForLeaderEpochRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if req.ReplicaID >= 0 || z.ok(opDescribe, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return z.ok(opDescribe, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range denied {
-			resp.Topics = append(resp.Topics, leaderEpochDenied(t, topicDenied))
-		}
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.OffsetForLeaderEpochResponse, t kmsg.OffsetForLeaderEpochRequestTopic) {
+		resp.Topics = append(resp.Topics, leaderEpochDenied(t, topicDenied))
+	})
 }
 
 func leaderEpochDenied(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
@@ -323,62 +272,34 @@ func leaderEpochDenied(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg
 
 func authzDeleteRecords(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DeleteRecordsRequest)
-	var denied []kmsg.DeleteRecordsRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opDelete, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return z.ok(opDelete, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.DeleteRecordsResponse)
-		for _, t := range denied {
-			rt := kmsg.NewDeleteRecordsResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, topicDenied, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.DeleteRecordsResponse, t kmsg.DeleteRecordsRequestTopic) {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, topicDenied, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func authzDescribeProducers(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DescribeProducersRequest)
-	var denied []kmsg.DescribeProducersRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opRead, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return z.ok(opRead, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.DescribeProducersResponse)
-		for _, t := range denied {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, part := range t.Partitions {
-				rp := kmsg.NewDescribeProducersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = part, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.DescribeProducersResponse, t kmsg.DescribeProducersRequestTopic) {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, part := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = part, topicDenied
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 // ---- Metadata ----
@@ -464,26 +385,9 @@ func topicExists(z *authzCtx, name string) bool {
 
 func authzDescribeTopicPartitions(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DescribeTopicPartitionsRequest)
-	var denied []string
-	if len(req.Topics) > 0 {
-		keep := req.Topics[:0:0]
-		for _, t := range req.Topics {
-			if z.ok(opDescribe, rtTopic, t.Topic) {
-				keep = append(keep, t)
-			} else {
-				denied = append(denied, t.Topic)
-			}
-		}
-		req.Topics = keep
-		if len(keep) == 0 {
-			return authzDecision{empty: true, patch: describeTopicPartitionsPatch(z, denied)}
-		}
-	}
-	return authzDecision{patch: describeTopicPartitionsPatch(z, denied)}
-}
-
-func describeTopicPartitionsPatch(z *authzCtx, denied []string) func(kmsg.Response) {
-	return func(p kmsg.Response) {
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.DescribeTopicPartitionsRequestTopic) bool { return z.ok(opDescribe, rtTopic, t.Topic) })
+	req.Topics = keep
+	return authzDecision{empty: len(keep) == 0 && len(denied) > 0, patch: func(p kmsg.Response) {
 		resp := p.(*kmsg.DescribeTopicPartitionsResponse)
 		out := resp.Topics[:0]
 		for _, t := range resp.Topics {
@@ -494,12 +398,12 @@ func describeTopicPartitionsPatch(z *authzCtx, denied []string) func(kmsg.Respon
 			out = append(out, t)
 		}
 		resp.Topics = out
-		for _, name := range denied {
+		for _, d := range denied {
 			t := kmsg.NewDescribeTopicPartitionsResponseTopic()
-			t.Topic, t.ErrorCode, t.AuthorizedOperations = strPtr(name), topicDenied, noAuthorizedOps
+			t.Topic, t.ErrorCode, t.AuthorizedOperations = strPtr(d.Topic), topicDenied, noAuthorizedOps
 			resp.Topics = append(resp.Topics, t)
 		}
-	}
+	}}
 }
 
 // ---- topic administration ----
@@ -507,15 +411,9 @@ func describeTopicPartitionsPatch(z *authzCtx, denied []string) func(kmsg.Respon
 func authzCreateTopics(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.CreateTopicsRequest)
 	clusterCreate := z.cluster(opCreate)
-	var denied []string
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if clusterCreate || z.ok(opCreate, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t.Topic)
-		}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return clusterCreate || z.ok(opCreate, rtTopic, t.Topic)
+	})
 	req.Topics = keep
 	return authzDecision{empty: len(keep) == 0 && len(denied) > 0, patch: func(p kmsg.Response) {
 		resp := p.(*kmsg.CreateTopicsResponse)
@@ -526,9 +424,9 @@ func authzCreateTopics(z *authzCtx) authzDecision {
 				t.ConfigErrorCode, t.Configs = topicDenied, nil
 			}
 		}
-		for _, name := range denied {
+		for _, d := range denied {
 			t := kmsg.NewCreateTopicsResponseTopic()
-			t.Topic, t.ErrorCode = name, topicDenied
+			t.Topic, t.ErrorCode = d.Topic, topicDenied
 			t.ErrorMessage = strPtr("Authorization failed.")
 			t.NumPartitions, t.ReplicationFactor = -1, -1
 			resp.Topics = append(resp.Topics, t)
@@ -590,27 +488,13 @@ func authzDeleteTopics(z *authzCtx) authzDecision {
 
 func authzCreatePartitions(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.CreatePartitionsRequest)
-	var denied []string
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opAlter, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t.Topic)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return z.ok(opAlter, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.CreatePartitionsResponse)
-		for _, n := range denied {
-			t := kmsg.NewCreatePartitionsResponseTopic()
-			t.Topic, t.ErrorCode = n, topicDenied
-			resp.Topics = append(resp.Topics, t)
-		}
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.CreatePartitionsResponse, d kmsg.CreatePartitionsRequestTopic) {
+		t := kmsg.NewCreatePartitionsResponseTopic()
+		t.Topic, t.ErrorCode = d.Topic, topicDenied
+		resp.Topics = append(resp.Topics, t)
+	})
 }
 
 // configResource is (topic|cluster, name) of a config resource; ok is
@@ -625,88 +509,66 @@ func configResource(rt kmsg.ConfigResourceType) (kacl.ResourceType, bool) {
 	return 0, false
 }
 
-func configAllowed(z *authzCtx, op kacl.Operation, rt kmsg.ConfigResourceType, name string) (bool, int16) {
+// configDenial is the error denying op on a config resource, 0 when it is
+// allowed (types Nereus does not map are their handler's to answer).
+func configDenial(z *authzCtx, op kacl.Operation, rt kmsg.ConfigResourceType, name string) int16 {
 	art, ok := configResource(rt)
 	switch {
 	case !ok:
-		return true, 0
+		return 0
 	case art == rtTopic:
-		return z.ok(op, rtTopic, name), topicDenied
+		if z.ok(op, rtTopic, name) {
+			return 0
+		}
+		return topicDenied
 	default:
-		return z.cluster(op), clusterDenied
+		if z.cluster(op) {
+			return 0
+		}
+		return clusterDenied
 	}
 }
 
 func authzDescribeConfigs(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DescribeConfigsRequest)
-	var denied []kmsg.DescribeConfigsResponseResource
-	keep := req.Resources[:0:0]
-	for _, rs := range req.Resources {
-		if ok, code := configAllowed(z, opDescribeConfigs, rs.ResourceType, rs.ResourceName); ok {
-			keep = append(keep, rs)
-		} else {
-			d := kmsg.NewDescribeConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = rs.ResourceType, rs.ResourceName, code
-			d.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
-			denied = append(denied, d)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitDenials(req.Resources, func(rs kmsg.DescribeConfigsRequestResource) int16 {
+		return configDenial(z, opDescribeConfigs, rs.ResourceType, rs.ResourceName)
+	})
 	req.Resources = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.DescribeConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.DescribeConfigsResponse, d coded[kmsg.DescribeConfigsRequestResource]) {
+		r := kmsg.NewDescribeConfigsResponseResource()
+		r.ResourceType, r.ResourceName, r.ErrorCode = d.item.ResourceType, d.item.ResourceName, d.code
+		r.ErrorMessage = strPtr(kerr.ErrorForCode(d.code).Error())
+		resp.Resources = append(resp.Resources, r)
+	})
 }
 
 func authzAlterConfigs(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.AlterConfigsRequest)
-	var denied []kmsg.AlterConfigsResponseResource
-	keep := req.Resources[:0:0]
-	for _, rs := range req.Resources {
-		if ok, code := configAllowed(z, opAlterConfigs, rs.ResourceType, rs.ResourceName); ok {
-			keep = append(keep, rs)
-		} else {
-			d := kmsg.NewAlterConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = rs.ResourceType, rs.ResourceName, code
-			d.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
-			denied = append(denied, d)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitDenials(req.Resources, func(rs kmsg.AlterConfigsRequestResource) int16 {
+		return configDenial(z, opAlterConfigs, rs.ResourceType, rs.ResourceName)
+	})
 	req.Resources = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.AlterConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.AlterConfigsResponse, d coded[kmsg.AlterConfigsRequestResource]) {
+		r := kmsg.NewAlterConfigsResponseResource()
+		r.ResourceType, r.ResourceName, r.ErrorCode = d.item.ResourceType, d.item.ResourceName, d.code
+		r.ErrorMessage = strPtr(kerr.ErrorForCode(d.code).Error())
+		resp.Resources = append(resp.Resources, r)
+	})
 }
 
 func authzIncrementalAlterConfigs(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
-	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	keep := req.Resources[:0:0]
-	for _, rs := range req.Resources {
-		if ok, code := configAllowed(z, opAlterConfigs, rs.ResourceType, rs.ResourceName); ok {
-			keep = append(keep, rs)
-		} else {
-			d := kmsg.NewIncrementalAlterConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = rs.ResourceType, rs.ResourceName, code
-			d.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
-			denied = append(denied, d)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitDenials(req.Resources, func(rs kmsg.IncrementalAlterConfigsRequestResource) int16 {
+		return configDenial(z, opAlterConfigs, rs.ResourceType, rs.ResourceName)
+	})
 	req.Resources = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.IncrementalAlterConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.IncrementalAlterConfigsResponse, d coded[kmsg.IncrementalAlterConfigsRequestResource]) {
+		r := kmsg.NewIncrementalAlterConfigsResponseResource()
+		r.ResourceType, r.ResourceName, r.ErrorCode = d.item.ResourceType, d.item.ResourceName, d.code
+		r.ErrorMessage = strPtr(kerr.ErrorForCode(d.code).Error())
+		resp.Resources = append(resp.Resources, r)
+	})
 }
 
 func authzAlterClientQuotas(z *authzCtx) authzDecision {
@@ -770,36 +632,26 @@ func authzDescribeCluster(z *authzCtx) authzDecision {
 func authzOffsetCommit(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.OffsetCommitRequest)
 	groupOK := z.ok(opRead, rtGroup, req.Group)
-	var denied []kmsg.OffsetCommitRequestTopic
-	var codes []int16
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
+	keep, denied := splitDenials(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
 		switch {
 		case !groupOK:
-			denied, codes = append(denied, t), append(codes, groupDenied)
+			return groupDenied
 		case !z.ok(opRead, rtTopic, t.Topic):
-			denied, codes = append(denied, t), append(codes, topicDenied)
-		default:
-			keep = append(keep, t)
+			return topicDenied
 		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+		return 0
+	})
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.OffsetCommitResponse)
-		for i, t := range denied {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, codes[i]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.OffsetCommitResponse, d coded[kmsg.OffsetCommitRequestTopic]) {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = d.item.Topic, d.item.TopicID
+		for _, pt := range d.item.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = pt.Partition, d.code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func authzOffsetFetch(z *authzCtx) authzDecision {
@@ -825,15 +677,7 @@ func authzOffsetFetch(z *authzCtx) authzDecision {
 	all := req.Topics == nil
 	var denied []kmsg.OffsetFetchRequestTopic
 	if !all {
-		keep := req.Topics[:0:0]
-		for _, t := range req.Topics {
-			if z.ok(opDescribe, rtTopic, t.Topic) {
-				keep = append(keep, t)
-			} else {
-				denied = append(denied, t)
-			}
-		}
-		req.Topics = keep
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return z.ok(opDescribe, rtTopic, t.Topic) })
 	}
 	return authzDecision{patch: func(p kmsg.Response) {
 		resp := p.(*kmsg.OffsetFetchResponse)
@@ -935,41 +779,19 @@ func authzFindCoordinator(z *authzCtx) authzDecision {
 	if req.CoordinatorType > 1 {
 		return authzDecision{}
 	}
-	var denied []string
-	keep := req.CoordinatorKeys[:0:0]
-	for _, k := range req.CoordinatorKeys {
-		if z.ok(opDescribe, rt, k) {
-			keep = append(keep, k)
-		} else {
-			denied = append(denied, k)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.CoordinatorKeys, func(k string) bool { return z.ok(opDescribe, rt, k) })
 	req.CoordinatorKeys = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.FindCoordinatorResponse)
-		for _, k := range denied {
-			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.NodeID, c.Port, c.ErrorCode = k, -1, -1, code
-			c.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
-			resp.Coordinators = append(resp.Coordinators, c)
-		}
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.FindCoordinatorResponse, k string) {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Port, c.ErrorCode = k, -1, -1, code
+		c.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
+		resp.Coordinators = append(resp.Coordinators, c)
+	})
 }
 
 func authzDescribeGroups(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DescribeGroupsRequest)
-	var denied []string
-	keep := req.Groups[:0:0]
-	for _, g := range req.Groups {
-		if z.ok(opDescribe, rtGroup, g) {
-			keep = append(keep, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
+	keep, denied := splitAllowed(req.Groups, func(g string) bool { return z.ok(opDescribe, rtGroup, g) })
 	req.Groups = keep
 	return authzDecision{empty: len(keep) == 0 && len(denied) > 0, patch: func(p kmsg.Response) {
 		resp := p.(*kmsg.DescribeGroupsResponse)
@@ -1005,27 +827,13 @@ func authzListGroups(z *authzCtx) authzDecision {
 
 func authzDeleteGroups(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DeleteGroupsRequest)
-	var denied []string
-	keep := req.Groups[:0:0]
-	for _, g := range req.Groups {
-		if z.ok(opDelete, rtGroup, g) {
-			keep = append(keep, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Groups, func(g string) bool { return z.ok(opDelete, rtGroup, g) })
 	req.Groups = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.DeleteGroupsResponse)
-		for _, n := range denied {
-			g := kmsg.NewDeleteGroupsResponseGroup()
-			g.Group, g.ErrorCode = n, groupDenied
-			resp.Groups = append(resp.Groups, g)
-		}
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.DeleteGroupsResponse, n string) {
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group, g.ErrorCode = n, groupDenied
+		resp.Groups = append(resp.Groups, g)
+	})
 }
 
 func authzOffsetDelete(z *authzCtx) authzDecision {
@@ -1035,32 +843,18 @@ func authzOffsetDelete(z *authzCtx) authzDecision {
 		resp.ErrorCode = groupDenied
 		return authzDecision{deny: resp}
 	}
-	var denied []kmsg.OffsetDeleteRequestTopic
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		if z.ok(opRead, rtTopic, t.Topic) {
-			keep = append(keep, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return z.ok(opRead, rtTopic, t.Topic) })
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.OffsetDeleteResponse)
-		for _, t := range denied {
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.OffsetDeleteResponse, t kmsg.OffsetDeleteRequestTopic) {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = pt.Partition, topicDenied
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 // ---- transactions ----
@@ -1166,61 +960,34 @@ func authzTxnOffsetCommit(z *authzCtx) authzDecision {
 	case !z.ok(opRead, rtGroup, req.Group):
 		whole = groupDenied
 	}
-	var denied []kmsg.TxnOffsetCommitRequestTopic
-	var codes []int16
-	keep := req.Topics[:0:0]
-	for _, t := range req.Topics {
-		switch {
-		case whole != 0:
-			denied, codes = append(denied, t), append(codes, whole)
-		case !z.ok(opRead, rtTopic, t.Topic):
-			denied, codes = append(denied, t), append(codes, topicDenied)
-		default:
-			keep = append(keep, t)
+	keep, denied := splitDenials(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		if whole == 0 && !z.ok(opRead, rtTopic, t.Topic) {
+			return topicDenied
 		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+		return whole
+	})
 	req.Topics = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.TxnOffsetCommitResponse)
-		for i, t := range denied {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, codes[i]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+	return answerDenied(len(keep), denied, func(resp *kmsg.TxnOffsetCommitResponse, d coded[kmsg.TxnOffsetCommitRequestTopic]) {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = d.item.Topic, d.item.TopicID
+		for _, pt := range d.item.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = pt.Partition, d.code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-	}}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func authzDescribeTransactions(z *authzCtx) authzDecision {
 	req := z.r.kreq.(*kmsg.DescribeTransactionsRequest)
-	var denied []string
-	keep := req.TransactionalIDs[:0:0]
-	for _, id := range req.TransactionalIDs {
-		if z.ok(opDescribe, rtTxn, id) {
-			keep = append(keep, id)
-		} else {
-			denied = append(denied, id)
-		}
-	}
-	if len(denied) == 0 {
-		return authzDecision{}
-	}
+	keep, denied := splitAllowed(req.TransactionalIDs, func(id string) bool { return z.ok(opDescribe, rtTxn, id) })
 	req.TransactionalIDs = keep
-	return authzDecision{empty: len(keep) == 0, patch: func(p kmsg.Response) {
-		resp := p.(*kmsg.DescribeTransactionsResponse)
-		for _, id := range denied {
-			s := kmsg.NewDescribeTransactionsResponseTransactionState()
-			s.TransactionalID, s.ErrorCode, s.ProducerID, s.ProducerEpoch = id, txnDenied, -1, -1
-			resp.TransactionStates = append(resp.TransactionStates, s)
-		}
-	}}
+	return answerDenied(len(keep), denied, func(resp *kmsg.DescribeTransactionsResponse, id string) {
+		s := kmsg.NewDescribeTransactionsResponseTransactionState()
+		s.TransactionalID, s.ErrorCode, s.ProducerID, s.ProducerEpoch = id, txnDenied, -1, -1
+		resp.TransactionStates = append(resp.TransactionStates, s)
+	})
 }
 
 func authzListTransactions(z *authzCtx) authzDecision {

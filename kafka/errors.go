@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -88,8 +91,28 @@ func errorCode(err error) int16 {
 	case errors.Is(err, kstore.ErrConflict):
 		return kerr.RequestTimedOut.Code
 	default:
+		logUnclassified(err)
 		return kerr.UnknownServerError.Code
 	}
+}
+
+// unclassifiedLogged rate-limits logUnclassified: the Unix second of its
+// last line, and how many errors it did not log since.
+var unclassifiedLogged, unclassifiedSuppressed atomic.Int64
+
+// logUnclassified logs an error no case above maps: the client sees only
+// UNKNOWN_SERVER_ERROR, so the server log is the one place that says what
+// happened (such an error is a missing mapping or a bug). At most one line
+// a second, with how many were not logged.
+func logUnclassified(err error) {
+	now := time.Now().Unix()
+	last := unclassifiedLogged.Load()
+	if now == last || !unclassifiedLogged.CompareAndSwap(last, now) {
+		unclassifiedSuppressed.Add(1)
+		return
+	}
+	slog.Default().Warn("kafka: answering UNKNOWN_SERVER_ERROR for an unclassified error",
+		"err", err, "suppressed_since_last", unclassifiedSuppressed.Swap(0))
 }
 
 // kafkaCodeError carries a Kafka error code decided by a coordinator.

@@ -283,7 +283,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 	}
 	s.quotas = newQuotaManager(st, cfg.Now)
 	s.consumers = kconsumer.New(consumerTopics{st}, kconsumer.Config{SessionTimeout: cfg.ConsumerGroupSessionTimeout,
-		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now,
+		HeartbeatInterval: cfg.ConsumerGroupHeartbeatInterval, Now: cfg.Now, Logger: cfg.Logger, Store: st.ConsumerGroupStore(),
 		Owns: func(id string) bool { return node.Owns(cluster.GroupKey(id)) }})
 	s.txns = ktxn.New(meta, txnStorage{s}, ktxn.Config{Logger: cfg.Logger, Now: cfg.Now,
 		MaxTimeout: cfg.MaxTransactionTimeout, CheckInterval: cfg.TransactionCheckInterval,
@@ -299,6 +299,17 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 			_ = node.Close()
 		}
 		return nil, err
+	}
+	// KIP-848 groups resume from their stored state (same epochs and
+	// assignments: no rebalance after a restart).
+	if err := s.consumers.Load(sctx); err != nil {
+		s.consumers.Close()
+		s.txns.Close()
+		_ = st.Close(sctx)
+		if own {
+			_ = node.Close()
+		}
+		return nil, fmt.Errorf("nereus/kafka: loading consumer groups: %w", err)
 	}
 	if err := s.ensureInternalTopics(sctx); err != nil {
 		s.consumers.Close()
@@ -316,6 +327,7 @@ func NewServer(cfg Config, storage stream.Storage, meta metadata.Store) (*Server
 		// a store that cannot answer fails start-up (serving with an
 		// empty set would deny or allow on no evidence).
 		if err := s.acls.Load(sctx); err != nil {
+			s.consumers.Close()
 			s.txns.Close()
 			_ = st.Close(sctx)
 			if own {
@@ -342,8 +354,10 @@ func (s *Server) followCluster() {
 	for {
 		ch := s.cluster.Changes()
 		s.groups.Reconcile()
-		s.consumers.Reconcile()
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.consumers.Reconcile(rctx); err != nil {
+			s.log.Warn("kafka: loading consumer groups after a cluster change failed", "err", err)
+		}
 		if err := s.txns.Reconcile(rctx); err != nil {
 			s.log.Warn("kafka: reloading transactions after a cluster change failed", "err", err)
 		}

@@ -133,6 +133,48 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error]
 }
 
+// RangeReader is an optional ObjectStore extension: a ranged read into a
+// buffer the caller owns, so a reader that recycles its buffers (a
+// catch-up read moves gigabytes through a few of them) allocates, zeroes
+// and page-faults nothing per read. Use it through ReadRange, which falls
+// back to GetRange for stores without it.
+type RangeReader interface {
+	// ReadRange reads the len(dst) bytes at offset of key into dst and
+	// returns how many it read: fewer (possibly none) only when the object
+	// ends first, as GetRange's range past the end. Errors are GetRange's.
+	// dst belongs to the caller again once ReadRange returns.
+	ReadRange(ctx context.Context, key string, offset int64, dst []byte, opts ReadRangeOptions) (int, error)
+}
+
+// ReadRangeOptions modify a ReadRange.
+type ReadRangeOptions struct {
+	// CallerVerifies says the caller checks every byte it reads against
+	// checksums of its own before it uses or serves any of them (a
+	// generation object's entry and block CRCs cover every byte of a span):
+	// the store may then skip its own per-byte check of the data (fsstore's
+	// block CRCs), so the bytes are checked once, not twice. The store
+	// still checks its own metadata (fsstore's header: which object, how
+	// long). Without it, ReadRange verifies exactly as GetRange does.
+	CallerVerifies bool
+}
+
+// ReadRange is s.ReadRange when s implements RangeReader, else GetRange
+// copied into dst (same result, one more copy).
+func ReadRange(ctx context.Context, s ObjectStore, key string, offset int64, dst []byte, opts ReadRangeOptions) (int, error) {
+	if r, ok := s.(RangeReader); ok {
+		return r.ReadRange(ctx, key, offset, dst, opts)
+	}
+	if len(dst) == 0 {
+		_, err := s.GetRange(ctx, key, offset, 0)
+		return 0, err
+	}
+	b, err := s.GetRange(ctx, key, offset, int64(len(dst)))
+	if err != nil {
+		return 0, err
+	}
+	return copy(dst, b), nil
+}
+
 // Outcome is the closed classification of a mutating call's result (the
 // shared vocabulary of internal/outcome; Classify below says which of this
 // package's errors lands where).

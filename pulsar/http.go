@@ -149,6 +149,35 @@ func (a *httpAPI) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), 30*time.Second)
 }
 
+// loadTopic loads the request's topic (never creating it); ok is false
+// once the error answer was written.
+func (a *httpAPI) loadTopic(ctx context.Context, w http.ResponseWriter, r *http.Request) (*topic, bool) {
+	n, ok := a.topicName(w, r)
+	if !ok {
+		return nil, false
+	}
+	t, err := a.s.getTopic(ctx, n, false)
+	if err != nil {
+		writeErr(w, err)
+		return nil, false
+	}
+	return t, true
+}
+
+// subscriptionExists is false, with the answer written, when the topic has
+// no durable subscription name (or the cursor store could not say).
+func subscriptionExists(ctx context.Context, w http.ResponseWriter, t *topic, name string) bool {
+	exists, err := t.ledger.CursorExists(ctx, name)
+	if err == nil && !exists {
+		err = fmt.Errorf("%w: subscription %s", managedledger.ErrCursorNotFound, name)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return false
+	}
+	return true
+}
+
 // topicName builds the topic from path values; ok is false (and a 404 was
 // written) for an unknown domain.
 func (a *httpAPI) topicName(w http.ResponseWriter, r *http.Request) (managedledger.TopicName, bool) {
@@ -558,15 +587,10 @@ func (a *httpAPI) setStorageProfile(w http.ResponseWriter, r *http.Request) {
 // entry's id ({"ledgerId":L,"entryId":-1} on an empty topic), with the
 // batch index of a batched last entry.
 func (a *httpAPI) lastMessageID(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.topicName(w, r)
-	if !ok {
-		return
-	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
+	t, ok := a.loadTopic(ctx, w, r)
+	if !ok {
 		return
 	}
 	id, err := lastMessageID(ctx, t.ledger)
@@ -574,7 +598,7 @@ func (a *httpAPI) lastMessageID(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": n.PartitionIndex()}
+	out := map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": t.name.PartitionIndex()}
 	if id.BatchIndex != nil {
 		out["batchIndex"] = id.GetBatchIndex()
 		out["batchSize"] = id.GetBatchSize()
@@ -587,19 +611,14 @@ func (a *httpAPI) lastMessageID(w http.ResponseWriter, r *http.Request) {
 // reconnect and are refused with TopicTerminatedError — and the answer is
 // the last message id.
 func (a *httpAPI) terminate(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.topicName(w, r)
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, ok := a.loadTopic(ctx, w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := a.ctx(r)
-	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
 	t.appendMu.Lock()
-	err = t.ledger.Terminate(ctx)
+	err := t.ledger.Terminate(ctx)
 	if err == nil {
 		t.writerReady = false // the next producer re-prepares and meets the seal
 	}
@@ -622,7 +641,7 @@ func (a *httpAPI) terminate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, 200, map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": n.PartitionIndex()})
+	writeJSON(w, 200, map[string]any{"ledgerId": int64(id.GetLedgerId()), "entryId": int64(id.GetEntryId()), "partitionIndex": t.name.PartitionIndex()})
 }
 
 // skipAll is pulsar-admin topics clear-backlog: everything published so
@@ -652,23 +671,14 @@ func (a *httpAPI) resetCursorByTime(w http.ResponseWriter, r *http.Request) {
 // target computes; connected consumers are closed and reconnect from
 // there, as after a SEEK.
 func (a *httpAPI) moveCursor(w http.ResponseWriter, r *http.Request, target func(context.Context, *managedledger.Ledger) (int64, error)) {
-	n, ok := a.topicName(w, r)
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, ok := a.loadTopic(ctx, w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := a.ctx(r)
-	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
 	name := r.PathValue("sub")
-	if exists, err := t.ledger.CursorExists(ctx, name); err != nil {
-		writeErr(w, err)
-		return
-	} else if !exists {
-		writeErr(w, fmt.Errorf("%w: subscription %s", managedledger.ErrCursorNotFound, name))
+	if !subscriptionExists(ctx, w, t, name) {
 		return
 	}
 	off, err := target(ctx, t.ledger)
@@ -1094,15 +1104,10 @@ func (a *httpAPI) partitionedStats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *httpAPI) listSubscriptions(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.topicName(w, r)
-	if !ok {
-		return
-	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
+	t, ok := a.loadTopic(ctx, w, r)
+	if !ok {
 		return
 	}
 	names, err := t.ledger.ListCursors(ctx)
@@ -1165,15 +1170,10 @@ func (a *httpAPI) createSubscription(w http.ResponseWriter, r *http.Request) {
 func boolPtr(b bool) *bool { return &b }
 
 func (a *httpAPI) deleteSubscription(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.topicName(w, r)
-	if !ok {
-		return
-	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
+	t, ok := a.loadTopic(ctx, w, r)
+	if !ok {
 		return
 	}
 	name := r.PathValue("sub")

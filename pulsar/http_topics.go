@@ -252,23 +252,14 @@ func (a *httpAPI) expireMessages(w http.ResponseWriter, r *http.Request) {
 // (from the subscription's first unacknowledged offset), keeping
 // acknowledgements above it and the connected consumers.
 func (a *httpAPI) advanceCursor(w http.ResponseWriter, r *http.Request, target func(context.Context, *topic, int64) (int64, error)) {
-	n, ok := a.topicName(w, r)
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	t, ok := a.loadTopic(ctx, w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := a.ctx(r)
-	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
 	name := r.PathValue("sub")
-	if exists, err := t.ledger.CursorExists(ctx, name); err != nil {
-		writeErr(w, err)
-		return
-	} else if !exists {
-		writeErr(w, fmt.Errorf("%w: subscription %s", managedledger.ErrCursorNotFound, name))
+	if !subscriptionExists(ctx, w, t, name) {
 		return
 	}
 	sub, err := t.openSubscription(ctx, &pb.CommandSubscribe{Subscription: &name, Durable: boolPtr(true),
@@ -423,15 +414,10 @@ type internalCursorJSON struct {
 }
 
 func (a *httpAPI) internalStats(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.topicName(w, r)
-	if !ok {
-		return
-	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	t, err := a.s.getTopic(ctx, n, false)
-	if err != nil {
-		writeErr(w, err)
+	t, ok := a.loadTopic(ctx, w, r)
+	if !ok {
 		return
 	}
 	st, err := t.internalStats(ctx)

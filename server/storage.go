@@ -72,6 +72,14 @@ func (o openedStorage) DescribeView(ctx context.Context, id stream.ID, kind stri
 	return stream.ViewInfo{Kind: kind}, nil
 }
 
+func (o openedStorage) ViewBounds(ctx context.Context, id stream.ID, kind string) (int64, int64, error) {
+	if v, ok := o.views(); ok {
+		return v.ViewBounds(ctx, id, kind)
+	}
+	in, err := o.Storage.Describe(ctx, id)
+	return in.StartOffset, in.EndOffset, err
+}
+
 func (o openedStorage) Compact(ctx context.Context, id stream.ID, kind string, upTo int64, cmp stream.Compactor) (stream.CompactionStats, error) {
 	if v, ok := o.views(); ok {
 		return v.Compact(ctx, id, kind, upTo, cmp)
@@ -231,3 +239,7 @@ func adoptionOf(own stream.Ownership) stream.AdoptionPolicy {
 	}
 	return nil
 }
+
+// The Kafka front end type-asserts its Storage for stream.Views: a method
+// missing here would silently turn compaction off.
+var _ stream.Views = openedStorage{}

@@ -259,6 +259,11 @@ type ReadOptions struct {
 	// Wait, when > 0 and nothing is available at the requested offset,
 	// waits up to this long for a commit (long poll).
 	Wait time.Duration
+	// Recycle lets the read put payloads in recycled buffers (generation
+	// spans today): the caller then calls ReadResult.Release once it no
+	// longer uses any payload, and never touches them after. Without it
+	// (or if Release is never called) payloads are the caller's to keep.
+	Recycle bool
 }
 
 // ReadEntry is one committed entry as returned by Read.
@@ -278,7 +283,15 @@ type ReadResult struct {
 	Next int64
 	// StartOffset and EndOffset are the stream's bounds when the read ran.
 	StartOffset, EndOffset int64
+
+	recycled *readBuffers // with ReadOptions.Recycle: the buffers the payloads alias
 }
+
+// Release hands the buffers of a ReadOptions.Recycle read back for reuse;
+// no payload of the result may be used after it. Only the first call (on
+// any copy of the result) does anything; a result that holds no recycled
+// buffer (no Recycle, a Storage that does not recycle) ignores it.
+func (r ReadResult) Release() { r.recycled.release() }
 
 // Storage is the stream core's contract with the storage boundaries above it
 // (the Kafka storage layer, the ManagedLedger facade, the admin API). It

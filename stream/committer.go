@@ -7,22 +7,32 @@ import (
 	"github.com/nereusstream/nereus-go/metadata"
 )
 
-// committer drives the group-commit rounds. Each round it asks every owned
-// stream with work (kicked since its last round) for its metadata
-// operations — at most one per key: the head CAS carrying every append whose
-// WAL write has completed, its index publications, or the re-read that
-// settles an earlier unknown CAS (commitMachine.prepareRound) — sends them
-// all in ONE Batch, and steps each stream's machine with its results.
-// Rounds are sequential, so a stream's CAS always names the version its
-// previous round produced; WAL writes of later appends keep running during
-// a round, which is the pipelining: the next round picks up whatever became
-// durable meanwhile.
+// committer drives the group-commit rounds of a shard of the owned streams
+// (Core.shards; a stream always goes through the same one, chosen by
+// its ID). Each round it asks every stream of its shard with work (kicked
+// since its last round) for its metadata operations — at most one per key:
+// the head CAS carrying every append whose WAL write has completed, its
+// index publications, or the re-read that settles an earlier unknown CAS
+// (commitMachine.prepareRound) — sends them all in ONE Batch, and steps
+// each stream's machine with its results. A shard's rounds are sequential,
+// so a stream's CAS always names the version its previous round produced;
+// WAL writes of later appends keep running during a round, which is the
+// pipelining: the next round picks up whatever became durable meanwhile.
+//
+// Shards are independent: while one shard's Batch is with the store, the
+// others prepare and step theirs, on other cores. With thousands of active
+// streams a round is dominated by per-stream work (preparing and encoding
+// each head, stepping each machine, resolving its appends), which one
+// goroutine would otherwise do serially while the store sat idle, and the
+// store in turn would be idle while that goroutine worked. Nothing is
+// shared between shards but the store, whose Batch calls are independent
+// (a store may commit concurrent ones together, as boltstore does).
 //
 // A stream whose CAS conflicts, whose outcome is unknown, or which is
 // fenced only affects its own ops in the batch: ops are independent and so
 // are their outcomes.
 //
-// The committer runs only while there is work: the first kick starts it
+// A committer runs only while there is work: the first kick starts it
 // (through the runtime), and it stops when a round finds nothing to do.
 type committer struct {
 	c       *Core
@@ -170,14 +180,43 @@ func (cm *committer) finish(r *round, res []metadata.Result, err error, start ti
 	}
 }
 
-// failAll settles everything still queued when the core stops.
-func (cm *committer) failAll() {
-	cm.c.mu.Lock()
-	owners := make([]*owner, 0, len(cm.c.owners))
-	for _, o := range cm.c.owners {
+// newCommitters makes the core's n commit shards.
+func newCommitters(c *Core, n int) []*committer {
+	cms := make([]*committer, max(n, 1))
+	for i := range cms {
+		cms[i] = newCommitter(c)
+	}
+	return cms
+}
+
+// committerFor is the shard that commits stream id: fixed for the stream's
+// lifetime in this process, so its rounds stay sequential.
+func (c *Core) committerFor(id ID) *committer {
+	if len(c.shards) == 1 {
+		return c.shards[0]
+	}
+	// Fibonacci hashing: IDs are random, but nothing should depend on it.
+	h := uint64(id) * 0x9E3779B97F4A7C15
+	return c.shards[(h>>32)%uint64(len(c.shards))]
+}
+
+// stopCommitters prevents new rounds in every shard and waits for the
+// current ones to finish.
+func (c *Core) stopCommitters() {
+	for _, cm := range c.shards {
+		cm.stop()
+	}
+}
+
+// failAll settles everything still queued when the core stops (after
+// stopCommitters).
+func (c *Core) failAll() {
+	c.mu.Lock()
+	owners := make([]*owner, 0, len(c.owners))
+	for _, o := range c.owners {
 		owners = append(owners, o)
 	}
-	cm.c.mu.Unlock()
+	c.mu.Unlock()
 	for _, o := range owners {
 		o.mu.Lock()
 		o.m.closeNow()

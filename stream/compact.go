@@ -54,6 +54,35 @@ type Compactor interface {
 	Rewrite(e ReadEntry, dirty bool) ([]byte, error)
 }
 
+// LosslessReplacer is what a Compactor also implements when its view is
+// to replace the lossless log below the cleaned point (Kafka's
+// compact-only topics: the cleaned log is all there is). After such a view
+// is published (the CAS proven applied), the pass trims the stream up to
+// the cleaned point; GC then reclaims the lossless sources there as for
+// any trim, and ReadView serves the view from its own start. A view that
+// covered once covers for good (viewRecord.Covers).
+type LosslessReplacer interface {
+	ReplacesLossless() bool
+}
+
+// Recleaner is what a Compactor also implements when what its rewrite
+// keeps changes with time alone (Kafka: a tombstone or an empty
+// transaction's marker goes delete.retention.ms after its batch was first
+// cleaned). After pass 2, RecleanAtMs is the earliest time (Unix ms; 0:
+// never) at which rewriting the published view again would drop
+// something; the view record keeps it (ViewInfo.RecleanAt). From then on a
+// pass is run even with nothing new to compact: it rewrites the view
+// alone (same cleaned point).
+type Recleaner interface {
+	RecleanAtMs() int64
+}
+
+// recleanDue reports whether view rec asked for a pass over itself alone
+// by now (and has something to rewrite).
+func (c *Core) recleanDue(rec *viewRecord, start int64) bool {
+	return rec != nil && rec.RecleanMs > 0 && c.nowMs() >= rec.RecleanMs && rec.Through > floorOf(rec, start) && rec.Through >= start
+}
+
 // CompactionPolicy decides, per owned stream and pass, whether a view kind
 // is wanted and up to which offset. It is asked from the retention pass.
 type CompactionPolicy interface {
@@ -127,7 +156,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		c.views.mu.Unlock()
 	}()
 
-	rec, ver, err := c.loadView(ctx, id, kind)
+	rec, ver, err := c.loadView(ctx, id, kind, math.MinInt64)
 	if err != nil {
 		return CompactionStats{}, err
 	}
@@ -135,7 +164,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return CompactionStats{}, err
 	}
 	if rec != nil && len(rec.Retired) > 0 {
-		if rec, ver, err = c.loadView(ctx, id, kind); err != nil {
+		if rec, ver, err = c.loadView(ctx, id, kind, math.MinInt64); err != nil {
 			return CompactionStats{}, err
 		}
 	}
@@ -147,34 +176,48 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return CompactionStats{}, err
 	}
 	st := CompactionStats{View: rec.info()}
+	replaces := rec != nil && rec.Covers
+	if r, ok := cmp.(LosslessReplacer); ok && r.ReplacesLossless() {
+		replaces = true
+	}
+	// lo is where the new view starts: the stream's start, or a covering
+	// view's own start (the offsets below the stream's start are the
+	// view's alone and are carried over).
+	lo := floorOf(rec, h.Start)
 	dirty := h.Start
 	if rec != nil {
 		dirty = max(dirty, rec.Through)
 	}
 	upTo = min(upTo, h.End)
-	if upTo <= dirty {
+	// A reclean pass rewrites the view alone: nothing new to compact, but
+	// the view asked to be rewritten by now.
+	reclean := upTo <= dirty && c.recleanDue(rec, h.Start)
+	if upTo <= dirty && !reclean {
 		st.Why = "nothing new to compact"
 		return st, nil
 	}
 
 	// Pass 1.
-	scanned := dirty
-	err = c.forEntries(ctx, id, dirty, upTo, func(e ReadEntry) (bool, error) {
-		ok, err := cmp.Scan(e)
-		if ok && err == nil {
-			scanned = e.Offset + int64(e.RecordCount)
-			st.ScannedBytes += int64(len(e.Payload))
+	scanned, cut := dirty, dirty
+	if !reclean {
+		err = c.forEntries(ctx, id, dirty, upTo, func(e ReadEntry) (bool, error) {
+			ok, err := cmp.Scan(e)
+			if ok && err == nil {
+				scanned = e.Offset + int64(e.RecordCount)
+				st.ScannedBytes += int64(len(e.Payload))
+			}
+			return ok, err
+		})
+		if err != nil {
+			return st, err
 		}
-		return ok, err
-	})
-	if err != nil {
-		return st, err
-	}
-	cut := min(cmp.SafeEnd(scanned), scanned)
-	if cut <= dirty {
-		c.log.Debug("compaction pass: nothing to compact yet", "stream", id, "kind", kind, "dirty", dirty, "up_to", upTo, "scanned_to", scanned)
-		st.Why = "the compactor allows nothing yet"
-		return st, nil
+		cut = min(cmp.SafeEnd(scanned), scanned)
+		if cut <= dirty && !c.recleanDue(rec, h.Start) {
+			c.log.Debug("compaction pass: nothing to compact yet", "stream", id, "kind", kind, "dirty", dirty, "up_to", upTo, "scanned_to", scanned)
+			st.Why = "the compactor allows nothing yet"
+			return st, nil
+		}
+		cut = max(cut, dirty)
 	}
 
 	// Pass 2.
@@ -182,14 +225,14 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 	if rec != nil {
 		seq = rec.Seq + 1
 	}
-	w := &viewWriter{c: c, ctx: ctx, id: id, kind: kind, seq: seq, limit: c.cfg.Lifecycle.GenerationBytes, origin: h.Start}
+	w := &viewWriter{c: c, ctx: ctx, id: id, kind: kind, seq: seq, limit: c.cfg.Lifecycle.GenerationBytes, origin: lo}
 	defer w.abandon()
-	if rec != nil && rec.Through > h.Start {
+	if rec != nil && rec.Through > lo {
 		for _, o := range rec.Objects {
-			if o.End <= h.Start {
+			if o.End <= lo {
 				continue
 			}
-			if err := c.forViewObject(ctx, o, h.Start, func(e generation.Entry) error {
+			if err := c.forViewObject(ctx, o, lo, func(e generation.Entry) error {
 				if len(e.Payload) == 0 {
 					return nil
 				}
@@ -227,7 +270,10 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		throughBytes = 0 // only an estimate for policies; never fail the pass for it
 	}
 	next := &viewRecord{ThroughBytes: throughBytes, Kind: kind, Seq: seq, Start: objs[0].Start, Through: cut, Objects: objs,
-		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes}
+		CompactedMs: c.nowMs(), KeptBytes: w.kept, SourceBytes: st.SourceBytes, Covers: replaces}
+	if r, ok := cmp.(Recleaner); ok {
+		next.RecleanMs = max(r.RecleanAtMs(), 0)
+	}
 	if rec != nil {
 		next.Retired = rec.Objects
 	}
@@ -244,7 +290,7 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		return st, err
 	}
 	w.keep = true
-	c.views.put(k, next, c.rt.now())
+	c.views.put(k, next, c.rt.now(), h.Start)
 	c.lc.compactions.Add(1)
 	c.lc.compactedBytes.Add(st.SourceBytes)
 	st.Published, st.View = true, next.info()
@@ -252,6 +298,17 @@ func (c *Core) Compact(ctx context.Context, id ID, kind string, upTo int64, cmp 
 		"scanned_to", scanned, "objects", len(objs), "kept_bytes", w.kept, "source_bytes", st.SourceBytes)
 	if err := c.retireViewObjects(ctx, id, next, nver, "replaced by a newer view"); err != nil {
 		c.log.Debug("retiring replaced view objects failed; the next pass retries", "stream", id, "err", err)
+	}
+	if next.Covers {
+		// The view is published (proven above) and durable (its objects
+		// were proven stored): the lossless log below the cleaned point
+		// may go. The trim is the head CAS; a failure is retried by the
+		// next pass (compactPass).
+		if err := c.Trim(ctx, id, cut); err != nil {
+			c.log.Debug("trimming below a covering view failed; the next pass retries", "stream", id, "err", err)
+		} else {
+			c.lc.viewTrims.Add(1)
+		}
 	}
 	return st, nil
 }
@@ -511,11 +568,21 @@ func (c *Core) compactPass(ctx context.Context, in Info) error {
 		if err != nil {
 			return err
 		}
+		if vi.Covers && in.StartOffset < vi.Through {
+			// A pass published a covering view but did not get to trim
+			// (crash, lost CAS answer): finish it.
+			if err := c.Trim(ctx, in.ID, vi.Through); err != nil {
+				return err
+			}
+			c.lc.viewTrims.Add(1)
+			in.StartOffset = vi.Through
+		}
 		upTo, cmp, err := p.p.PlanCompaction(ctx, in, vi)
 		if err != nil {
 			return err
 		}
-		if cmp == nil || upTo <= max(vi.Through, in.StartOffset) {
+		due := !vi.RecleanAt.IsZero() && !c.rt.now().Before(vi.RecleanAt)
+		if cmp == nil || upTo <= max(vi.Through, in.StartOffset) && !due {
 			continue
 		}
 		if _, err := c.Compact(ctx, in.ID, p.kind, upTo, cmp); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,13 @@ type Config struct {
 	// index entries are confirmed; beyond it the stream's appends wait for
 	// index publication (default 256).
 	MaxPendingRuns int
+	// CommitShards is how many independent commit pipelines the owned
+	// streams are spread over (committer.go; a stream always uses the same
+	// one). Each sends one metadata Batch per round; more shards overlap
+	// one shard's per-stream round work with another's store round trip and
+	// spread it over cores, which matters with thousands of active streams.
+	// Default: GOMAXPROCS, at most 8.
+	CommitShards int
 	// RetentionInterval is how often retention is enforced on the streams
 	// this process owns (default 1s).
 	RetentionInterval time.Duration
@@ -88,6 +96,9 @@ func (c *Config) withDefaults() error {
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Second
 	}
+	if c.CommitShards <= 0 {
+		c.CommitShards = min(goruntime.GOMAXPROCS(0), 8)
+	}
 	c.Lifecycle.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -115,19 +126,20 @@ type Core struct {
 	owners map[ID]*owner
 	closed bool
 
-	committer *committer
-	slots     slotTable
-	leases    *leaseTable
-	gens      *genReader // nil without Config.ObjectStore
-	mat       *materializer
-	gc        gcState
-	adopt     adoptionState
-	guards    retentionGuards
-	views     viewState
-	lc        lcMetrics
-	tail      *tailCache
-	watch     *headWatch
-	metrics   Metrics
+	// shards are the commit pipelines (committerFor).
+	shards  []*committer
+	slots   slotTable
+	leases  *leaseTable
+	gens    *genReader // nil without Config.ObjectStore
+	mat     *materializer
+	gc      gcState
+	adopt   adoptionState
+	guards  retentionGuards
+	views   viewState
+	lc      lcMetrics
+	tail    *tailCache
+	watch   *headWatch
+	metrics Metrics
 	// metaHealth: whether commit rounds reach the metadata store.
 	metaHealth healthTracker
 	walFailLog logLimiter
@@ -169,7 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.tail = newTailCache(cfg.TailCacheBytes)
 	c.watch = newHeadWatch(c)
-	c.committer = newCommitter(c)
+	c.shards = newCommitters(c, cfg.CommitShards)
 	c.leases = newLeaseTable(c)
 	if cfg.ObjectStore != nil {
 		c.gens = newGenReader(cfg.ObjectStore, cfg.Lifecycle.GenerationCacheBytes)
@@ -277,8 +289,8 @@ func (c *Core) Close() error {
 		c.stopTick() // a tick already running sees c.ctx cancelled and arms no other
 	}
 	c.mu.Unlock()
-	c.committer.stop()
-	c.committer.failAll()
+	c.stopCommitters()
+	c.failAll()
 	c.mu.Lock()
 	c.backgroundClosed = true // no c.background.Add from here on (goBackground)
 	c.mu.Unlock()

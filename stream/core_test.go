@@ -168,11 +168,17 @@ func (g *gatedStore) Batch(ctx context.Context, ops []metadata.Op) ([]metadata.R
 
 // TestGroupCommitOneRoundTrip: appends to many streams that become durable
 // while a commit round is in flight are committed by the next round, in one
-// metadata round trip.
+// metadata round trip per commit shard.
 func TestGroupCommitOneRoundTrip(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprint("shards=", shards), func(t *testing.T) { testGroupCommitOneRoundTrip(t, shards) })
+	}
+}
+
+func testGroupCommitOneRoundTrip(t *testing.T, shards int) {
 	gs := &gatedStore{Store: memstore.New()}
 	prov := memprovider.New(1, memprovider.Faults{})
-	c, err := stream.Open(context.Background(), stream.Config{Metadata: gs, ObjectWAL: prov, WriterID: "b"})
+	c, err := stream.Open(context.Background(), stream.Config{Metadata: gs, ObjectWAL: prov, WriterID: "b", CommitShards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +210,10 @@ func TestGroupCommitOneRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// At most two rounds: one that may have started with a few runs before
-	// the gate closed, and one carrying the rest.
-	if rounds := gs.headRounds.Load() - before; rounds > 2 {
-		t.Fatalf("%d appends on %d streams took %d commit rounds", streams, streams, rounds)
+	// At most two rounds per shard: one that may have started with a few
+	// runs before the gate closed, and one carrying the rest.
+	if rounds := gs.headRounds.Load() - before; rounds > int64(2*shards) {
+		t.Fatalf("%d appends on %d streams took %d commit rounds with %d shards", streams, streams, rounds, shards)
 	}
 }
 

@@ -111,11 +111,24 @@ func newGenReader(store objectstore.ObjectStore, cacheBytes int64) *genReader {
 }
 
 func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
+	return g.read(ctx, target, from, maxBytes, nil)
+}
+
+// read is Read that, with rb non-nil, reads into a recycled buffer and
+// adds it to rb (ReadOptions.Recycle).
+func (g *genReader) read(ctx context.Context, target provider.Target, from int64, maxBytes int, rb *readBuffers) ([]provider.ReadEntry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := g.r.Read(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	var entries []generation.Entry
+	if rb != nil {
+		var buf *generation.Buffer
+		entries, buf, err = g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+		rb.add(buf)
+	} else {
+		entries, err = g.r.Read(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	}
 	switch {
 	case errors.Is(err, generation.ErrNotFound):
 		return nil, fmt.Errorf("%w: generation object %s: %w", provider.ErrNotFound, t.Key, err)

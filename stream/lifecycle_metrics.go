@@ -19,7 +19,7 @@ type lcMetrics struct {
 	merges, mergedSources, mergedBytes atomic.Int64
 	mergeFailures, mergeNanos          atomic.Int64
 	compactions, compactedBytes        atomic.Int64
-	compactFailures                    atomic.Int64
+	compactFailures, viewTrims         atomic.Int64
 }
 
 // LifecycleStats is a snapshot of lifecycle counters and gauges.
@@ -54,6 +54,9 @@ type LifecycleStats struct {
 	// Compactions counts published views (compact.go); CompactedBytes the
 	// source payload their passes read; CompactFailures failed passes.
 	Compactions, CompactedBytes, CompactFailures int64
+	// ViewTrims counts trims of a stream's lossless log below a covering
+	// view's cleaned point (LosslessReplacer).
+	ViewTrims int64
 }
 
 // LifecycleStats returns a snapshot of the lifecycle counters.
@@ -73,5 +76,6 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,
 		Adoptions:   m.adoptions.Load(),
 		Compactions: m.compactions.Load(), CompactedBytes: m.compactedBytes.Load(), CompactFailures: m.compactFailures.Load(),
+		ViewTrims: m.viewTrims.Load(),
 	}
 }

@@ -43,7 +43,8 @@ type owner struct {
 	timerAt  int64 // wake-up armed for this time (ms), 0: none
 	stopTime func() bool
 
-	kicked bool // in committer.dirty (guarded by committer.mu)
+	cm     *committer // this stream's commit shard (Core.committerFor)
+	kicked bool       // in cm.dirty (guarded by cm.mu)
 }
 
 func (c *Core) owner(id ID) *owner {
@@ -62,7 +63,7 @@ func (c *Core) dropOwner(o *owner) {
 
 func newOwner(c *Core, h *head, v metadata.Version, sess Session, prov provider.Provider) *owner {
 	o := &owner{
-		c: c, id: h.ID, prov: prov,
+		c: c, id: h.ID, prov: prov, cm: c.committerFor(h.ID),
 		m:       newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
 		changed: make(chan struct{}), idleCh: make(chan struct{}), isIdle: true,
 	}
@@ -164,7 +165,7 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 		o.wakeAt(rd.wakeAtMs)
 	}
 	if rd.kick {
-		c.committer.kick(o)
+		o.cm.kick(o)
 	}
 	if rd.materialize {
 		c.mat.urge(o.id)
@@ -192,7 +193,7 @@ func (o *owner) wakeAt(atMs int64) {
 			o.timerAt, o.stopTime = 0, nil
 		}
 		o.mu.Unlock()
-		o.c.committer.kick(o)
+		o.cm.kick(o)
 	})
 	o.mu.Unlock()
 }

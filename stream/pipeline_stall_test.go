@@ -50,7 +50,7 @@ func TestDeepPipelineNeverStalls(t *testing.T) {
 					st += fmt.Sprintf(" first op start=%d wal=%d sent=%v", m.queue[0].run.Start, m.queue[0].walState, m.queue[0].sent)
 				}
 				o.mu.Unlock()
-				cm := c.committer
+				cm := o.cm
 				cm.mu.Lock()
 				dirty := o.kicked
 				cm.mu.Unlock()

@@ -118,11 +118,19 @@ func (c *Core) readOnce(ctx context.Context, id ID, from int64, opts ReadOptions
 	if err := c.protectRemoteRead(ctx, h, from); err != nil {
 		return res, err
 	}
-	entries, err := c.readEntries(ctx, h, from, opts)
+	var rb *readBuffers
+	if opts.Recycle {
+		rb = &readBuffers{}
+	}
+	entries, err := c.readEntries(ctx, h, from, opts, rb)
 	if err != nil {
+		rb.release()
 		return res, err
 	}
 	res.Entries = entries
+	if rb != nil && len(rb.bufs) > 0 {
+		res.recycled = rb
+	}
 	if n := len(entries); n > 0 {
 		res.Next = entries[n-1].Offset + int64(entries[n-1].RecordCount)
 	}
@@ -145,7 +153,11 @@ func toReadEntries(in []provider.ReadEntry) []ReadEntry {
 // With read-ahead on (LifecycleConfig.GenerationReadAheadBytes), a read
 // that stops inside the generations starts fetching what the same
 // reader's next read will want (generations.go, readAhead).
-func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions) (_ []ReadEntry, rerr error) {
+//
+// With rb non-nil, generation spans are read into recycled buffers, which
+// are added to rb (the caller releases rb when the entries are done with,
+// also when readEntries fails).
+func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOptions, rb *readBuffers) (_ []ReadEntry, rerr error) {
 	if got := c.tail.read(h.ID, from, h.End, opts.MaxBytes, opts.MaxEntries); len(got) > 0 {
 		c.metrics.tailHits.Add(1)
 		return toReadEntries(got), nil
@@ -184,7 +196,12 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				if d.partEnd(i) <= next {
 					continue
 				}
-				entries, err := p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
+				var entries []provider.ReadEntry
+				if g, ok := p.(*genReader); ok && rb != nil {
+					entries, err = g.read(ctx, pt.Target, next, opts.MaxBytes-size, rb)
+				} else {
+					entries, err = p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
+				}
 				if err != nil {
 					switch {
 					case errors.Is(err, provider.ErrCorrupt):
@@ -368,7 +385,7 @@ func (c *Core) OffsetForTimestamp(ctx context.Context, id ID, ts int64) (int64, 
 		}
 		for _, d := range runs {
 			if d.MaxTS >= ts {
-				entries, err := c.readEntries(ctx, h, max(d.Start, next), ReadOptions{MaxBytes: 1 << 30, MaxEntries: int(d.Entries) + 1})
+				entries, err := c.readEntries(ctx, h, max(d.Start, next), ReadOptions{MaxBytes: 1 << 30, MaxEntries: int(d.Entries) + 1}, nil)
 				if err != nil {
 					return 0, err
 				}

@@ -74,6 +74,10 @@ type simHarness struct {
 	streams   []*simStream
 	pending   []*simPending
 
+	// commitShards is this seed's Config.CommitShards (1–3, from the seed
+	// alone so no other draw moves): rounds of different shards overlap.
+	commitShards int
+
 	clock                int64
 	appendOps            []porcupine.Operation // in both histories
 	ownerHist, storeHist []porcupine.Operation // reads (and trims) by view
@@ -158,7 +162,7 @@ func (h *simHarness) startBroker(b int, inc int) *simProc {
 	// shared simulated object store, as simulated goroutines.
 	c, err := Open(simCtx, Config{Metadata: h.meta, ObjectWAL: ow, BookKeeperWAL: bk, WriterID: p.name,
 		ObjectStore: h.objs, Lifecycle: h.lc,
-		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16,
+		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16, CommitShards: h.commitShards,
 		Logger: h.logger(p), runtime: p})
 	if err != nil {
 		h.violate("broker %s failed to start: %v", p.name, err)
@@ -604,6 +608,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	h := &simHarness{w: w, meta: newSimMeta(w), disks: map[string]*simDisk{
 		"objectwal": newSimDisk("objectwal", 1+w.rng.Intn(4)), "bookkeeper": newSimDisk("bookkeeper", 1+w.rng.Intn(4))}}
 	h.objs = newSimObjects(w)
+	h.commitShards = 1 + int(uint64(seed)%3)
 	h.setupLifecycle()
 	defer func() {
 		if r := recover(); r != nil {

@@ -72,7 +72,16 @@ func validViewKind(kind string) error {
 	return nil
 }
 
-const viewRecordV1 = 1
+// viewRecordV1 is the first layout; V2 appends a flags byte (bit 0:
+// Covers), V3 then RecleanMs. Older records decode with those zero.
+const (
+	viewRecordV1 = 1
+	viewRecordV2 = 2
+	viewRecordV3 = 3
+)
+
+// viewFlagCovers marks a view that covers its stream's reclaimed prefix.
+const viewFlagCovers = 1
 
 // viewRecord is the published state of one view.
 type viewRecord struct {
@@ -93,11 +102,21 @@ type viewRecord struct {
 	// Through (at the granularity of committed runs): what a policy
 	// subtracts from CommittedBytes to estimate the dirty bytes.
 	ThroughBytes int64
+	// Covers is set once the view replaces the lossless log below Through
+	// (the policy asked for it: Kafka's compact-only topics): the lossless
+	// stream is then trimmed up to Through, and the view alone serves
+	// [Start, Through), whatever the stream's start. Once set it stays set:
+	// the offsets below the stream's start exist nowhere else.
+	Covers bool
+	// RecleanMs (Unix ms, 0: never) is when rewriting this view again,
+	// with no new data, would drop something (Compactor's RecleanAtMs:
+	// Kafka tombstones and markers past their delete horizon).
+	RecleanMs int64
 }
 
 func (r viewRecord) encode() []byte {
 	w := bin.Writer{}
-	w.U8(viewRecordV1)
+	w.U8(viewRecordV3)
 	w.String(r.Kind)
 	w.Uvarint(r.Seq)
 	w.Varint(r.Start)
@@ -114,6 +133,12 @@ func (r viewRecord) encode() []byte {
 	w.Varint(r.KeptBytes)
 	w.Varint(r.SourceBytes)
 	w.Varint(r.ThroughBytes)
+	var flags uint8
+	if r.Covers {
+		flags |= viewFlagCovers
+	}
+	w.U8(flags)
+	w.Varint(r.RecleanMs)
 	return w.Seal()
 }
 
@@ -123,8 +148,9 @@ func decodeViewRecord(b []byte) (*viewRecord, error) {
 		return nil, fmt.Errorf("%w: view record: %w", ErrCorrupt, err)
 	}
 	r := bin.Reader{B: body}
-	if v := r.U8(); v != viewRecordV1 {
-		return nil, fmt.Errorf("%w: view record version %d", ErrCorrupt, v)
+	version := r.U8()
+	if version < viewRecordV1 || version > viewRecordV3 {
+		return nil, fmt.Errorf("%w: view record version %d", ErrCorrupt, version)
 	}
 	out := &viewRecord{Kind: r.String(), Seq: r.Uvarint(), Start: r.Varint(), Through: r.Varint()}
 	bad := false
@@ -144,6 +170,12 @@ func decodeViewRecord(b []byte) (*viewRecord, error) {
 	out.Objects = targets()
 	out.Retired = targets()
 	out.CompactedMs, out.KeptBytes, out.SourceBytes, out.ThroughBytes = r.Varint(), r.Varint(), r.Varint(), r.Varint()
+	if version >= viewRecordV2 {
+		out.Covers = r.U8()&viewFlagCovers != 0
+	}
+	if version >= viewRecordV3 {
+		out.RecleanMs = r.Varint()
+	}
 	if err := r.Done(); err != nil || bad {
 		return nil, fmt.Errorf("%w: view record", ErrCorrupt)
 	}
@@ -178,6 +210,13 @@ type ViewInfo struct {
 	// estimates what is not compacted yet.
 	ThroughBytes int64
 	CompactedAt  time.Time
+	// Covers is true once the view replaces the lossless log below
+	// Through: the stream's lossless start may then be above Start, and
+	// readers of the view see [Start, end).
+	Covers bool
+	// RecleanAt (zero: never) is when a pass over the view alone, with no
+	// new data, would drop something: a policy runs one then.
+	RecleanAt time.Time
 }
 
 func (r *viewRecord) info() ViewInfo {
@@ -185,9 +224,12 @@ func (r *viewRecord) info() ViewInfo {
 		return ViewInfo{}
 	}
 	vi := ViewInfo{Kind: r.Kind, Exists: true, Seq: r.Seq, Start: r.Start, Through: r.Through,
-		Objects: len(r.Objects), Bytes: r.KeptBytes, ThroughBytes: r.ThroughBytes}
+		Objects: len(r.Objects), Bytes: r.KeptBytes, ThroughBytes: r.ThroughBytes, Covers: r.Covers}
 	if r.CompactedMs > 0 {
 		vi.CompactedAt = time.UnixMilli(r.CompactedMs)
+	}
+	if r.RecleanMs > 0 {
+		vi.RecleanAt = time.UnixMilli(r.RecleanMs)
 	}
 	return vi
 }
@@ -206,6 +248,11 @@ type viewCacheKey struct {
 type viewCached struct {
 	rec *viewRecord // nil: no view
 	at  time.Time
+	// start is a stream start read before the record was: the copy is
+	// known current for any start <= it (a stream is trimmed past a view's
+	// start only after a covering record is published), or
+	// math.MinInt64 when no start was read first.
+	start int64
 }
 
 type viewState struct {
@@ -215,7 +262,7 @@ type viewState struct {
 	running  map[viewCacheKey]bool
 }
 
-func (v *viewState) put(k viewCacheKey, rec *viewRecord, at time.Time) {
+func (v *viewState) put(k viewCacheKey, rec *viewRecord, at time.Time, start int64) {
 	v.mu.Lock()
 	if v.cache == nil {
 		v.cache = map[viewCacheKey]viewCached{}
@@ -223,15 +270,16 @@ func (v *viewState) put(k viewCacheKey, rec *viewRecord, at time.Time) {
 	if len(v.cache) > 1<<16 {
 		clear(v.cache) // bounded: a reader of very many views just re-reads
 	}
-	v.cache[k] = viewCached{rec: rec, at: at}
+	v.cache[k] = viewCached{rec: rec, at: at, start: start}
 	v.mu.Unlock()
 }
 
 // loadView reads the view record (version NotExists when there is none).
-func (c *Core) loadView(ctx context.Context, id ID, kind string) (*viewRecord, metadata.Version, error) {
+// start is a stream start read before (math.MinInt64 if none).
+func (c *Core) loadView(ctx context.Context, id ID, kind string, start int64) (*viewRecord, metadata.Version, error) {
 	rec, err := c.meta.Get(ctx, viewKey(id, kind))
 	if errors.Is(err, metadata.ErrKeyNotFound) {
-		c.views.put(viewCacheKey{id, kind}, nil, c.rt.now())
+		c.views.put(viewCacheKey{id, kind}, nil, c.rt.now(), start)
 		return nil, metadata.NotExists, nil
 	}
 	if err != nil {
@@ -241,23 +289,53 @@ func (c *Core) loadView(ctx context.Context, id ID, kind string) (*viewRecord, m
 	if err != nil {
 		return nil, 0, err
 	}
-	c.views.put(viewCacheKey{id, kind}, v, c.rt.now())
+	c.views.put(viewCacheKey{id, kind}, v, c.rt.now(), start)
 	return v, rec.Version, nil
 }
 
-// cachedView returns the view record, from the cache when fresh enough.
-func (c *Core) cachedView(ctx context.Context, id ID, kind string, fresh bool) (*viewRecord, error) {
+// cachedView returns the view record for a reader that saw the stream
+// start at start, from the cache when fresh enough: younger than the TTL
+// and either covering (its start never moves) or loaded after a start at
+// least this one (so no reclaiming trim can have passed it unseen).
+func (c *Core) cachedView(ctx context.Context, id ID, kind string, start int64, fresh bool) (*viewRecord, error) {
 	k := viewCacheKey{id, kind}
 	if !fresh {
 		c.views.mu.Lock()
 		e, ok := c.views.cache[k]
 		c.views.mu.Unlock()
-		if ok && c.rt.now().Sub(e.at) < viewCacheTTL {
+		if ok && c.rt.now().Sub(e.at) < viewCacheTTL && (e.rec != nil && e.rec.Covers || start <= e.start) {
 			return e.rec, nil
 		}
 	}
-	v, _, err := c.loadView(ctx, id, kind)
+	v, _, err := c.loadView(ctx, id, kind, start)
 	return v, err
+}
+
+// floorOf is the lowest offset a view reader sees: the stream's start, or
+// the view's own start once the view covers the reclaimed prefix.
+func floorOf(v *viewRecord, start int64) int64 {
+	if v != nil && v.Covers {
+		return min(v.Start, start)
+	}
+	return start
+}
+
+// ViewBounds returns the offsets a ReadView reader of kind sees: [start,
+// end), where start is the view's start once the view covers the
+// stream's reclaimed prefix, else the stream's start.
+func (c *Core) ViewBounds(ctx context.Context, id ID, kind string) (start, end int64, err error) {
+	if err := validViewKind(kind); err != nil {
+		return 0, 0, err
+	}
+	h, _, err := c.readHeadView(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	v, err := c.cachedView(ctx, id, kind, h.Start, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return floorOf(v, h.Start), h.End, nil
 }
 
 // DescribeView returns the published view of kind of stream id.
@@ -265,7 +343,7 @@ func (c *Core) DescribeView(ctx context.Context, id ID, kind string) (ViewInfo, 
 	if err := validViewKind(kind); err != nil {
 		return ViewInfo{}, err
 	}
-	v, _, err := c.loadView(ctx, id, kind)
+	v, _, err := c.loadView(ctx, id, kind, math.MinInt64)
 	if err != nil {
 		return ViewInfo{}, err
 	}
@@ -276,9 +354,11 @@ func (c *Core) DescribeView(ctx context.Context, id ID, kind string) (ViewInfo, 
 
 // ReadView reads stream id through its view of kind: below the view's
 // Through from the view (dropped offsets are skipped: an entry's Offset may
-// be past from, and entries are never returned below the stream's start),
+// be past from, and entries are never returned below the reader's floor),
 // at and above it exactly as Read. Without a published view it is Read.
-// The result's bounds are the stream's.
+// The result's bounds are the stream's, except that a covering view's
+// start is the result's StartOffset (the lossless prefix below the
+// stream's start was reclaimed; the view is what remains of it).
 func (c *Core) ReadView(ctx context.Context, id ID, kind string, from int64, opts ReadOptions) (ReadResult, error) {
 	if err := validViewKind(kind); err != nil {
 		return ReadResult{}, err
@@ -290,14 +370,29 @@ func (c *Core) ReadView(ctx context.Context, id ID, kind string, from int64, opt
 		opts.MaxEntries = defaultReadEntries
 	}
 	for attempt := 0; ; attempt++ {
-		v, err := c.cachedView(ctx, id, kind, attempt > 0)
+		h, _, err := c.readHeadView(ctx, id)
 		if err != nil {
 			return ReadResult{}, err
 		}
-		if v == nil || from >= v.Through || from < v.Start || c.gens == nil {
-			return c.Read(ctx, id, from, opts)
+		v, err := c.cachedView(ctx, id, kind, h.Start, attempt > 0)
+		if err != nil {
+			return ReadResult{}, err
 		}
-		res, err := c.readViewOnce(ctx, id, v, from, opts)
+		floor := floorOf(v, h.Start)
+		if v != nil && v.Covers && from >= v.Through && from < h.Start && attempt < maxSourceMoves {
+			continue // a newer view covers more than our copy: re-read it
+		}
+		if v == nil || from >= v.Through || from < floor || c.gens == nil {
+			res, err := c.Read(ctx, id, from, opts)
+			if errors.Is(err, ErrOffsetOutOfRange) && from < res.StartOffset && from >= floor && attempt < maxSourceMoves {
+				// Trimmed since our head read: by a covering view we have
+				// not seen yet, maybe.
+				continue
+			}
+			res.StartOffset = min(res.StartOffset, floor)
+			return res, err
+		}
+		res, err := c.readViewOnce(ctx, v, h, floor, from, opts)
 		if errors.Is(err, errSourceMoved) && attempt < maxSourceMoves {
 			c.metrics.readRetries.Add(1)
 			continue
@@ -306,18 +401,22 @@ func (c *Core) ReadView(ctx context.Context, id ID, kind string, from int64, opt
 			return res, err
 		}
 		// Nothing left in the view from `from`: the rest is lossless.
-		return c.Read(ctx, id, max(res.Next, res.StartOffset), opts)
+		at := max(res.Next, h.Start)
+		res, err = c.Read(ctx, id, at, opts)
+		if errors.Is(err, ErrOffsetOutOfRange) && at < res.StartOffset && attempt < maxSourceMoves {
+			continue // trimmed meanwhile past our copy's cleaned point
+		}
+		res.StartOffset = min(res.StartOffset, floor)
+		return res, err
 	}
 }
 
-func (c *Core) readViewOnce(ctx context.Context, id ID, v *viewRecord, from int64, opts ReadOptions) (ReadResult, error) {
-	h, _, err := c.readHeadView(ctx, id)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	res := ReadResult{StartOffset: h.Start, EndOffset: h.End, Next: from}
-	if from < h.Start || from > h.End {
-		return res, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, h.Start, h.End)
+// readViewOnce serves [from, v.Through) from view v of the stream whose
+// head is h; floor is the lowest offset the reader may see.
+func (c *Core) readViewOnce(ctx context.Context, v *viewRecord, h *head, floor, from int64, opts ReadOptions) (ReadResult, error) {
+	res := ReadResult{StartOffset: floor, EndOffset: h.End, Next: from}
+	if from < floor || from > h.End {
+		return res, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, floor, h.End)
 	}
 	next, size := from, 0
 	for _, o := range v.Objects {
@@ -342,7 +441,7 @@ func (c *Core) readViewOnce(ctx context.Context, id ID, v *viewRecord, from int6
 				if end <= next {
 					continue
 				}
-				if len(e.Payload) > 0 && end > h.Start {
+				if len(e.Payload) > 0 && end > floor {
 					if len(res.Entries) > 0 && (size+len(e.Payload) > opts.MaxBytes || len(res.Entries) >= opts.MaxEntries) {
 						return res, nil
 					}
@@ -428,6 +527,7 @@ func (c *Core) retireViews(ctx context.Context, id ID, reason string) error {
 type Views interface {
 	ReadView(ctx context.Context, id ID, kind string, from int64, opts ReadOptions) (ReadResult, error)
 	DescribeView(ctx context.Context, id ID, kind string) (ViewInfo, error)
+	ViewBounds(ctx context.Context, id ID, kind string) (start, end int64, err error)
 	Compact(ctx context.Context, id ID, kind string, upTo int64, cmp Compactor) (CompactionStats, error)
 	RegisterCompactionPolicy(kind string, match func(Info) bool, p CompactionPolicy)
 }

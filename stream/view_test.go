@@ -32,7 +32,21 @@ type kvCompactor struct {
 	latest  map[string]int64
 	maxKeys int
 	horizon int64
+	// replaces makes the view replace the lossless log below the cleaned
+	// point (stream.LosslessReplacer), as Kafka's compact-only topics do.
+	replaces bool
 }
+
+func (k *kvCompactor) ReplacesLossless() bool { return k.replaces }
+
+// recleanCompactor is a kvCompactor that asks for a pass over the view
+// alone at recleanAt (stream.Recleaner).
+type recleanCompactor struct {
+	kvCompactor
+	recleanAt int64
+}
+
+func (k *recleanCompactor) RecleanAtMs() int64 { return k.recleanAt }
 
 func decodeKV(t testing.TB, p []byte) []kvRec {
 	var rs []kvRec
@@ -95,7 +109,19 @@ func (k *kvCompactor) Rewrite(e stream.ReadEntry, dirty bool) ([]byte, error) {
 // a deleted stream leaves no view object or record.
 func TestCompactedViewMatchesModel(t *testing.T) {
 	for seed := 1; seed <= *viewSeeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runViewSeed(t, uint64(seed)) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runViewSeed(t, uint64(seed), false) })
+	}
+}
+
+// TestCoveringViewMatchesModel is TestCompactedViewMatchesModel with a
+// compactor whose view replaces the lossless log (Kafka's compact-only
+// topics): after every published pass the stream's lossless start is the
+// cleaned point, Read below it is out of range, and ReadView from the
+// view's start (0, never trimmed) still equals the model; ViewBounds
+// reports that start.
+func TestCoveringViewMatchesModel(t *testing.T) {
+	for seed := 1; seed <= *viewSeeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runViewSeed(t, uint64(seed), true) })
 	}
 }
 
@@ -105,7 +131,7 @@ type modelRec struct {
 	ts int64
 }
 
-func runViewSeed(t *testing.T, seed uint64) {
+func runViewSeed(t *testing.T, seed uint64, covering bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -144,8 +170,10 @@ func runViewSeed(t *testing.T, seed uint64) {
 			}
 			end = res.End
 		}
-		// Sometimes retention (an explicit trim).
-		if rng.IntN(5) == 0 {
+		// Sometimes retention (an explicit trim; not of a covered stream:
+		// its start is the view's business, the Kafka adapter refuses
+		// DeleteRecords on compact-only topics as Kafka does).
+		if !covering && rng.IntN(5) == 0 {
 			start = min(end, start+int64(rng.IntN(20)))
 			if err := c.Trim(ctx, info.ID, start); err != nil {
 				t.Fatal(err)
@@ -154,7 +182,7 @@ func runViewSeed(t *testing.T, seed uint64) {
 		// A compaction pass up to a random point.
 		horizon = max(horizon, int64(round*100-150))
 		upTo := start + rng.Int64N(end-start+1)
-		cmp := &kvCompactor{latest: map[string]int64{}, maxKeys: 1 + rng.IntN(nkeys+3), horizon: horizon}
+		cmp := &kvCompactor{latest: map[string]int64{}, maxKeys: 1 + rng.IntN(nkeys+3), horizon: horizon, replaces: covering}
 		st, err := c.Compact(ctx, info.ID, kind, upTo, cmp)
 		if err != nil {
 			t.Fatalf("round %d: compact: %v", round, err)
@@ -173,8 +201,16 @@ func runViewSeed(t *testing.T, seed uint64) {
 			t.Fatal(err)
 		}
 		checkView(t, ctx, c, info.ID, kind, model, start, end, v, applied)
+		if covering {
+			checkCovered(t, ctx, c, info.ID, kind, v, end)
+		}
 	}
-	// The lossless stream is untouched by views.
+	// The lossless stream is untouched by views (a covering one's from
+	// its cleaned point).
+	if covering {
+		v, _ := c.DescribeView(ctx, info.ID, kind)
+		start = v.Through
+	}
 	checkLossless(t, ctx, c, info.ID, model, start, end)
 	// Replaced view objects are collected; only the current view's remain.
 	time.Sleep(60 * time.Millisecond)
@@ -273,6 +309,38 @@ func checkView(t *testing.T, ctx context.Context, c *stream.Core, id stream.ID, 
 	}
 }
 
+// checkCovered: once a covering view is published, the lossless stream
+// starts at its cleaned point and readers of the view see its start.
+func checkCovered(t *testing.T, ctx context.Context, c *stream.Core, id stream.ID, kind string, v stream.ViewInfo, end int64) {
+	t.Helper()
+	in, err := c.Describe(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Exists {
+		if in.StartOffset != 0 {
+			t.Fatalf("no view yet, lossless start %d", in.StartOffset)
+		}
+		return
+	}
+	if !v.Covers || v.Start != 0 || in.StartOffset != v.Through {
+		t.Fatalf("covering view %+v, lossless start %d: want a covering view from 0 and the lossless start at its cleaned point", v, in.StartOffset)
+	}
+	vs, ve, err := c.ViewBounds(ctx, id, kind)
+	if err != nil || vs != 0 || ve != end {
+		t.Fatalf("ViewBounds = [%d, %d) %v, want [0, %d)", vs, ve, err, end)
+	}
+	if v.Through > 0 {
+		if _, err := c.Read(ctx, id, 0, stream.ReadOptions{}); !errors.Is(err, stream.ErrOffsetOutOfRange) {
+			t.Fatalf("lossless Read(0) below the reclaimed start %d: %v", in.StartOffset, err)
+		}
+	}
+	res, err := c.ReadView(ctx, id, kind, end, stream.ReadOptions{})
+	if err != nil || res.StartOffset != 0 {
+		t.Fatalf("ReadView at the end: start %d, %v; want 0", res.StartOffset, err)
+	}
+}
+
 func checkLossless(t *testing.T, ctx context.Context, c *stream.Core, id stream.ID, model map[int64]modelRec, start, end int64) {
 	t.Helper()
 	got := readKV(t, ctx, func(from int64) (stream.ReadResult, error) {
@@ -298,8 +366,16 @@ func TestViewKindRefused(t *testing.T) {
 // while compaction passes replace it and GC deletes the replaced objects
 // (grace 50 ms, far below the readers' 1 s view-record cache; the readers
 // are another core): no read fails, and every record a reader sees is the
-// record appended at that offset.
+// record appended at that offset. The covering variant also trims the
+// lossless log below every cleaned point (GC then collects it) while the
+// readers, whose cached view record lags, keep reading from 0.
 func TestViewReadsDuringCompactionAndGC(t *testing.T) {
+	for _, covering := range []bool{false, true} {
+		t.Run(fmt.Sprintf("covering=%v", covering), func(t *testing.T) { runViewReadsDuringGC(t, covering) })
+	}
+}
+
+func runViewReadsDuringGC(t *testing.T, covering bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	env := newLCEnv(t)
@@ -377,7 +453,7 @@ func TestViewReadsDuringCompactionAndGC(t *testing.T) {
 	for round := 1; round <= 15 && !t.Failed(); round++ {
 		appendRound(round)
 		end, _, _ := c.Notify(ctx, info.ID)
-		if _, err := c.Compact(ctx, info.ID, kind, end, &kvCompactor{latest: map[string]int64{}, maxKeys: 100}); err != nil {
+		if _, err := c.Compact(ctx, info.ID, kind, end, &kvCompactor{latest: map[string]int64{}, maxKeys: 100, replaces: covering}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(60 * time.Millisecond)
@@ -388,8 +464,87 @@ func TestViewReadsDuringCompactionAndGC(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	st := c.LifecycleStats()
-	if st.Compactions < 10 || st.GCObjects == 0 || reads[0] == 0 || reads[1] == 0 {
-		t.Fatalf("the test did not exercise what it is about: %d compactions, %d objects collected, reads %v", st.Compactions, st.GCObjects, reads)
+	if st.Compactions < 10 || st.GCObjects == 0 || reads[0] == 0 || reads[1] == 0 || covering && st.ViewTrims < 10 {
+		t.Fatalf("the test did not exercise what it is about: %d compactions, %d objects collected, %d trims, reads %v", st.Compactions, st.GCObjects, st.ViewTrims, reads)
 	}
 	t.Logf("%d compactions, %d objects collected, reads %v, %d reads resolved again after GC", st.Compactions, st.GCObjects, reads, rc.Stats().ReadRetries)
+}
+
+// TestViewRecleanWithoutNewData: a view whose compactor asked for a pass
+// at some time (Kafka: a tombstone's delete horizon) gets one with nothing
+// new to compact once that time has come, rewriting the view alone at the
+// same cleaned point; before it, a pass with nothing new does nothing.
+// Covering and not.
+func TestViewRecleanWithoutNewData(t *testing.T) {
+	for _, covering := range []bool{false, true} {
+		t.Run(fmt.Sprintf("covering=%v", covering), func(t *testing.T) {
+			ctx := context.Background()
+			env := newLCEnv(t)
+			c := env.open(t, "w1")
+			info, s := createWithSession(ctx, t, c, "view-reclean", "w1")
+			const kind = "test-compact"
+			v1 := "1"
+			var end int64
+			for _, r := range []kvRec{{K: "a", V: &v1}, {K: "b"}, {K: "c", V: &v1}} { // b: tombstone
+				p, _ := json.Marshal([]kvRec{r})
+				res, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: p, RecordCount: 1, Timestamp: 5}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				end = res.End
+			}
+			later := time.Now().Add(time.Hour).UnixMilli()
+			cmp := func(horizon, recleanAt int64) *recleanCompactor {
+				return &recleanCompactor{kvCompactor{latest: map[string]int64{}, maxKeys: 10, horizon: horizon, replaces: covering}, recleanAt}
+			}
+			appendOne := func(r kvRec) {
+				p, _ := json.Marshal([]kvRec{r})
+				res, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: p, RecordCount: 1, Timestamp: 5}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				end = res.End
+			}
+			keys := func() string {
+				got := readKV(t, ctx, func(from int64) (stream.ReadResult, error) {
+					return c.ReadView(ctx, info.ID, kind, from, stream.ReadOptions{})
+				}, 0, end)
+				var ks []string
+				for o := int64(0); o < end; o++ {
+					if r, ok := got[o]; ok {
+						ks = append(ks, r.K)
+					}
+				}
+				return strings.Join(ks, ",")
+			}
+			// Pass 1 keeps the tombstone and asks for a pass in an hour:
+			// a pass with nothing new before then does nothing.
+			st, err := c.Compact(ctx, info.ID, kind, end, cmp(0, later))
+			if err != nil || !st.Published || st.View.RecleanAt.UnixMilli() != later {
+				t.Fatalf("pass 1: %+v %v", st, err)
+			}
+			st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0))
+			if err != nil || st.Published || keys() != "a,b,c" {
+				t.Fatalf("a pass with nothing new before the reclean time: %+v %v, view %s", st, err, keys())
+			}
+			// Pass 2 (new data) asks for a pass at once.
+			appendOne(kvRec{K: "d", V: &v1})
+			if st, err = c.Compact(ctx, info.ID, kind, end, cmp(0, 1)); err != nil || !st.Published {
+				t.Fatalf("pass 2: %+v %v", st, err)
+			}
+			through := st.View.Through
+			// Pass 3, nothing new: the view alone is rewritten (the
+			// compactor now drops the tombstone), same cleaned point.
+			st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0))
+			if err != nil || !st.Published || st.View.Through != through || !st.View.RecleanAt.IsZero() {
+				t.Fatalf("reclean pass: %+v %v", st, err)
+			}
+			if got := keys(); got != "a,c,d" {
+				t.Fatalf("after the reclean the view holds %s, want a,c,d", got)
+			}
+			if st, err = c.Compact(ctx, info.ID, kind, end, cmp(100, 0)); err != nil || st.Published {
+				t.Fatalf("a pass after the reclean: %+v %v", st, err)
+			}
+		})
+	}
 }

@@ -7,7 +7,7 @@
 //
 //	go test ./bench/catchupbench -run TestCatchUpCore -v -timeout 10m -catchup.run \
 //	    [-catchup.objects s3] [-catchup.backlog 1073741824] [-catchup.streams 4] \
-//	    [-catchup.entry 16384] [-catchup.append 64]
+//	    [-catchup.entry 16384] [-catchup.append 64] [-catchup.parallel] [-catchup.ab-recycle]
 //
 // Each run deletes its data afterwards (the disk is shared).
 package catchupbench
@@ -20,6 +20,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -48,6 +49,9 @@ var (
 	readAhead  = flag.Int64("catchup.readahead", 0, "LifecycleConfig.GenerationReadAheadBytes of the reading core (<= 0: off, the default)")
 	abAhead    = flag.Bool("catchup.ab-readahead", false, "alternate read passes without and with generation read-ahead (an interleaved A/B on the same data; reports both medians)")
 	layouts    = flag.String("catchup.layouts", "generations,wal", "layouts to run: generations, wal or both")
+	recycle    = flag.Bool("catchup.recycle", true, "ReadOptions.Recycle: generation spans in recycled buffers, released after each read (as the Kafka fetch path does)")
+	abRecycle  = flag.Bool("catchup.ab-recycle", false, "alternate read passes without and with ReadOptions.Recycle (an interleaved A/B on the same data; reports both medians)")
+	parallel   = flag.Bool("catchup.parallel", false, "read the streams concurrently, one goroutine each (as a Kafka fetch reading its partitions concurrently), instead of in turn")
 )
 
 func TestMain(m *testing.M) { os.Exit(s3test.Main(m)) }
@@ -269,15 +273,26 @@ func runLayout(t *testing.T, layout string) float64 {
 				ra, name = 64<<20, " (read-ahead 64 MiB)"
 			}
 		}
+		rec := *recycle
+		if *abRecycle {
+			rec, name = pass%2 == 1, " (recycle off)"
+			if rec {
+				name = " (recycle on)"
+			}
+		}
 		// A fresh core: no tail cache, no cached footers or runs.
 		c = e.core(t, false, ra)
-		got, d, cpu := read(t, ctx, c, ids)
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		got, d, cpu := read(t, ctx, c, ids, rec)
+		runtime.ReadMemStats(&ms1)
+		name += fmt.Sprintf(" [%.0f MB allocated, %d mallocs, %d GCs]", mb(int64(ms1.TotalAlloc-ms0.TotalAlloc)), ms1.Mallocs-ms0.Mallocs, ms1.NumGC-ms0.NumGC)
 		mbs := mb(got) / d.Seconds()
 		m := c.Stats()
 		_ = c.Close()
 		t.Logf("%s pass %d%s: read %.0f MB in %v: %.0f MB/s (%.2f CPU-s, %.0f MB per CPU-s; %d generation reads, %d WAL reads, %d read-aheads, %d used); load %s",
 			layout, pass+1, name, mb(got), d.Round(time.Millisecond), mbs, cpu, mb(got)/cpu, m.GenerationReads, m.WALReads, m.GenerationReadAheads, m.GenerationReadAheadHits, loadAvg())
-		if *abAhead && pass%2 == 1 {
+		if (*abAhead || *abRecycle) && pass%2 == 1 {
 			on = append(on, mbs)
 		} else {
 			off = append(off, mbs)
@@ -285,6 +300,9 @@ func runLayout(t *testing.T, layout string) float64 {
 	}
 	if *abAhead && len(on) > 0 {
 		t.Logf("%s: median without read-ahead %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
+	}
+	if *abRecycle && len(on) > 0 {
+		t.Logf("%s: median without recycling %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
 	}
 	return median(off)
 }
@@ -355,10 +373,12 @@ func write(t *testing.T, ctx context.Context, c *stream.Core) []stream.ID {
 	return ids
 }
 
-// read reads every stream from offset 0 to its end, streams in turn, one
-// read of *readBytes per stream per round (as a Kafka fetch of all
-// partitions does), and returns the payload bytes, wall time and CPU time.
-func read(t *testing.T, ctx context.Context, c *stream.Core, ids []stream.ID) (int64, time.Duration, float64) {
+// read reads every stream from offset 0 to its end, one read of
+// *readBytes per stream per round (as a Kafka fetch of all partitions
+// does): streams in turn, or with -catchup.parallel each stream by its own
+// goroutine. It returns the payload bytes, wall time and CPU time. With
+// rec, each result is released once its bytes are counted.
+func read(t *testing.T, ctx context.Context, c *stream.Core, ids []stream.ID, rec bool) (int64, time.Duration, float64) {
 	next := make([]int64, len(ids))
 	ends := make([]int64, len(ids))
 	for i, id := range ids {
@@ -368,27 +388,61 @@ func read(t *testing.T, ctx context.Context, c *stream.Core, ids []stream.ID) (i
 		}
 		next[i], ends[i] = in.StartOffset, in.EndOffset
 	}
-	var got int64
+	one := func(i int) (int64, error) {
+		res, err := c.Read(ctx, ids[i], next[i], stream.ReadOptions{MaxBytes: *readBytes, MaxEntries: 10000, Recycle: rec})
+		if err != nil {
+			return 0, fmt.Errorf("read %v at %d: %w", ids[i], next[i], err)
+		}
+		var n int64
+		for _, e := range res.Entries {
+			n += int64(len(e.Payload))
+		}
+		next[i] = res.Next
+		res.Release()
+		return n, nil
+	}
+	var got atomic.Int64
 	st, c0 := time.Now(), cpuSeconds()
+	if *parallel {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ids))
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next[i] < ends[i] {
+					n, err := one(i)
+					if err != nil {
+						errs <- err
+						return
+					}
+					got.Add(n)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		return got.Load(), time.Since(st), cpuSeconds() - c0
+	}
 	for {
 		active := false
-		for i, id := range ids {
+		for i := range ids {
 			if next[i] >= ends[i] {
 				continue
 			}
 			active = true
-			res, err := c.Read(ctx, id, next[i], stream.ReadOptions{MaxBytes: *readBytes, MaxEntries: 10000})
+			n, err := one(i)
 			if err != nil {
-				t.Fatal(fmt.Errorf("read %v at %d: %w", id, next[i], err))
+				t.Fatal(err)
 			}
-			for _, e := range res.Entries {
-				got += int64(len(e.Payload))
-			}
-			next[i] = res.Next
+			got.Add(n)
 		}
 		if !active {
 			break
 		}
 	}
-	return got, time.Since(st), cpuSeconds() - c0
+	return got.Load(), time.Since(st), cpuSeconds() - c0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -41,21 +42,17 @@ append sessions it holds now, and its advertised addresses.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			st, err := c.ClusterStatus(ctx, limit)
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			printClusterStatus(cmd.OutOrStdout(), st)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				st, err := c.ClusterStatus(ctx, limit)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return printJSON(cmd.OutOrStdout(), st)
+				}
+				printClusterStatus(cmd.OutOrStdout(), st)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")

@@ -58,21 +58,17 @@ func newGCReportCmd(e env, o *streamOpts, use, short string, withLimit bool,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			st, err := get(ctx, c)
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(e.stdout, st)
-			}
-			printGCStatus(e.stdout, st, limit)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				st, err := get(ctx, c)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return printJSON(e.stdout, st)
+				}
+				printGCStatus(e.stdout, st, limit)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -84,17 +85,13 @@ func newKafkaUserDeleteCmd(e env, o *streamOpts) *cobra.Command {
 		Short: "Delete a user's SCRAM credentials (all mechanisms, or --mechanism)",
 		Args:  argsWithHelp(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			if err := c.DeleteKafkaScram(ctx, args[0], strings.ToUpper(mech)); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted SCRAM credentials of %s\n", args[0])
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				if err := c.DeleteKafkaScram(ctx, args[0], strings.ToUpper(mech)); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted SCRAM credentials of %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&mech, "mechanism", "", "only this mechanism")
@@ -111,27 +108,23 @@ func newKafkaUserListCmd(e env, o *streamOpts) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			users, err := c.ListKafkaScramUsers(ctx)
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), users)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
-			for _, u := range users {
-				for _, cr := range u.Credentials {
-					fmt.Fprintf(tw, "%s\t%s\t%d\n", u.User, cr.Mechanism, cr.Iterations)
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				users, err := c.ListKafkaScramUsers(ctx)
+				if err != nil {
+					return err
 				}
-			}
-			return tw.Flush()
+				if format == "json" {
+					return printJSON(cmd.OutOrStdout(), users)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
+				for _, u := range users {
+					for _, cr := range u.Credentials {
+						fmt.Fprintf(tw, "%s\t%s\t%d\n", u.User, cr.Mechanism, cr.Iterations)
+					}
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,47 +37,43 @@ still needs within the limits.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			info, err := c.DescribeStream(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			setTime, setBytes := cmd.Flags().Changed("time"), cmd.Flags().Changed("bytes")
-			if clear && (setTime || setBytes) {
-				return errors.New("--clear cannot be combined with --time or --bytes")
-			}
-			if clear || setTime || setBytes {
-				r := info.Retention
-				if clear {
-					r = adminapi.Retention{}
-				}
-				if setTime {
-					if keepFor < 0 {
-						return fmt.Errorf("--time %v: must not be negative", keepFor)
-					}
-					r.TimeMs = keepFor.Milliseconds()
-				}
-				if setBytes {
-					n, err := parseSize(bytesFlag)
-					if err != nil {
-						return fmt.Errorf("--bytes %q: %w", bytesFlag, err)
-					}
-					r.Bytes = n
-				}
-				if info, err = c.SetRetention(ctx, args[0], r); err != nil {
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				info, err := c.DescribeStream(ctx, args[0])
+				if err != nil {
 					return err
 				}
-			}
-			if format == "json" {
-				return printJSON(e.stdout, info.Retention)
-			}
-			fmt.Fprintf(e.stdout, "%s retention: %s\n", info.Name, describeRetention(info.Retention))
-			return nil
+				setTime, setBytes := cmd.Flags().Changed("time"), cmd.Flags().Changed("bytes")
+				if clear && (setTime || setBytes) {
+					return errors.New("--clear cannot be combined with --time or --bytes")
+				}
+				if clear || setTime || setBytes {
+					r := info.Retention
+					if clear {
+						r = adminapi.Retention{}
+					}
+					if setTime {
+						if keepFor < 0 {
+							return fmt.Errorf("--time %v: must not be negative", keepFor)
+						}
+						r.TimeMs = keepFor.Milliseconds()
+					}
+					if setBytes {
+						n, err := parseSize(bytesFlag)
+						if err != nil {
+							return fmt.Errorf("--bytes %q: %w", bytesFlag, err)
+						}
+						r.Bytes = n
+					}
+					if info, err = c.SetRetention(ctx, args[0], r); err != nil {
+						return err
+					}
+				}
+				if format == "json" {
+					return printJSON(e.stdout, info.Retention)
+				}
+				fmt.Fprintf(e.stdout, "%s retention: %s\n", info.Name, describeRetention(info.Retention))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&keepFor, "time", 0, "keep entries younger than this (0: no time limit)")

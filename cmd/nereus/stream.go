@@ -162,21 +162,17 @@ func newCreateCmd(e env, o *streamOpts) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			info, err := c.CreateStream(ctx, adminapi.CreateStreamRequest{Name: args[0], Profile: profile})
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(e.stdout, info)
-			}
-			fmt.Fprintf(e.stdout, "created stream %s (id %s, profile %s)\n", info.Name, info.ID, info.Profile)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				info, err := c.CreateStream(ctx, adminapi.CreateStreamRequest{Name: args[0], Profile: profile})
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return printJSON(e.stdout, info)
+				}
+				fmt.Fprintf(e.stdout, "created stream %s (id %s, profile %s)\n", info.Name, info.ID, info.Profile)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&profile, "profile", "", "storage profile (default OBJECT_WAL_ASYNC_OBJECT; also OBJECT_WAL_SYNC_OBJECT, BOOKKEEPER_WAL_ONLY, ...)")
@@ -242,21 +238,17 @@ func newDescribeCmd(e env, o *streamOpts) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			info, err := c.DescribeStream(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(e.stdout, info)
-			}
-			printInfo(e.stdout, info)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				info, err := c.DescribeStream(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return printJSON(e.stdout, info)
+				}
+				printInfo(e.stdout, info)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
@@ -647,18 +639,14 @@ func newTrimCmd(e env, o *streamOpts) *cobra.Command {
 			if to < 0 {
 				return fmt.Errorf("--to %d: must not be negative", to)
 			}
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			info, err := c.Trim(ctx, args[0], to)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "trimmed %s: readable offsets now [%d, %d)\n", info.Name, info.StartOffset, info.EndOffset)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				info, err := c.Trim(ctx, args[0], to)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "trimmed %s: readable offsets now [%d, %d)\n", info.Name, info.StartOffset, info.EndOffset)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to", 0, "new start offset")
@@ -671,21 +659,17 @@ func newRebuildIndexCmd(e env, o *streamOpts) *cobra.Command {
 		Short: "Repair a stream's offset and generation indexes from its commit chain, the WAL's runs and the generation objects",
 		Args:  argsWithHelp(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			res, err := c.RebuildIndex(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "%s: %d gaps, %d runs scanned, %d index entries rebuilt, %d pending commits republished\n",
-				args[0], res.Gaps, res.Scanned, res.Rebuilt, res.Republished)
-			fmt.Fprintf(e.stdout, "%s: %d generation gaps, %d generation objects scanned, %d generation records rebuilt\n",
-				args[0], res.GenerationGaps, res.GenerationsScanned, res.GenerationsRebuilt)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				res, err := c.RebuildIndex(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "%s: %d gaps, %d runs scanned, %d index entries rebuilt, %d pending commits republished\n",
+					args[0], res.Gaps, res.Scanned, res.Rebuilt, res.Republished)
+				fmt.Fprintf(e.stdout, "%s: %d generation gaps, %d generation objects scanned, %d generation records rebuilt\n",
+					args[0], res.GenerationGaps, res.GenerationsScanned, res.GenerationsRebuilt)
+				return nil
+			})
 		},
 	}
 }
@@ -696,18 +680,14 @@ func newSealCmd(e env, o *streamOpts) *cobra.Command {
 		Short: "Stop all further appends to a stream (reads continue)",
 		Args:  argsWithHelp(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			info, err := c.Seal(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "sealed %s at offset %d\n", info.Name, info.EndOffset)
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				info, err := c.Seal(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "sealed %s at offset %d\n", info.Name, info.EndOffset)
+				return nil
+			})
 		},
 	}
 }
@@ -718,17 +698,25 @@ func newDeleteCmd(e env, o *streamOpts) *cobra.Command {
 		Short: "Delete a stream (its name becomes free)",
 		Args:  argsWithHelp(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(e)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.reqCtx(cmd.Context(), 0)
-			defer cancel()
-			if err := c.DeleteStream(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "deleted %s\n", args[0])
-			return nil
+			return o.call(cmd, e, func(ctx context.Context, c *adminapi.Client) error {
+				if err := c.DeleteStream(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "deleted %s\n", args[0])
+				return nil
+			})
 		},
 	}
+}
+
+// call runs one admin request on the server (--server, NEREUS_SERVER or
+// the default) within the request timeout.
+func (o *streamOpts) call(cmd *cobra.Command, e env, fn func(context.Context, *adminapi.Client) error) error {
+	c, err := o.client(e)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := o.reqCtx(cmd.Context(), 0)
+	defer cancel()
+	return fn(ctx, c)
 }

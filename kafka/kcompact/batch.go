@@ -103,16 +103,31 @@ var compressors = func() map[int]kgo.Compressor {
 // rebuild writes batch b (header h) with only the records kept. Everything
 // Kafka clients check stays as it was: base offset, lastOffsetDelta (so
 // the batch still covers its offsets and the consumer's position moves past
-// them), timestamps, producer id/epoch/base sequence, attributes (the same
-// codec; uncompressed if it cannot be recompressed as it was). Length,
+// them), max timestamp, producer id/epoch/base sequence, attributes (the
+// same codec; uncompressed if it cannot be recompressed as it was). Length,
 // record count and CRC are recomputed. Kafka's log cleaner does the same
 // (MemoryRecords.filterTo keeps the base and last offsets of a v2 batch).
-func rebuild(b []byte, h kbatch.Header, kept []record) []byte {
+//
+// horizon >= 0 sets the batch's delete horizon (KIP-534): attribute bit 6,
+// the base timestamp field holds the horizon, and each record's timestamp
+// delta is rebased on it so record timestamps are unchanged.
+func rebuild(b []byte, h kbatch.Header, kept []record, horizon int64) ([]byte, error) {
 	var body []byte
 	for _, r := range kept {
-		body = append(body, r.raw...)
+		if horizon < 0 {
+			body = append(body, r.raw...)
+			continue
+		}
+		nr, err := rebase(r.raw, h.BaseTimestamp, horizon)
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, nr...)
 	}
 	attrs := uint16(h.Attributes)
+	if horizon >= 0 {
+		attrs |= attrDeleteHorizon
+	}
 	if c := h.Codec(); c != kbatch.CodecNone {
 		cmp := compressors[c]
 		var buf bytes.Buffer
@@ -133,7 +148,27 @@ func rebuild(b []byte, h kbatch.Header, kept []record) []byte {
 	be := binary.BigEndian
 	be.PutUint32(out[8:], uint32(len(out)-12))
 	be.PutUint16(out[21:], attrs)
+	if horizon >= 0 {
+		be.PutUint64(out[27:], uint64(horizon))
+	}
 	be.PutUint32(out[57:], uint32(len(kept)))
 	be.PutUint32(out[17:], crc32.Checksum(out[21:], castagnoli))
-	return out
+	return out, nil
+}
+
+// rebase re-encodes record raw (length prefix included) with its
+// timestamp delta relative to newBase instead of oldBase.
+func rebase(raw []byte, oldBase, newBase int64) ([]byte, error) {
+	_, k := binary.Varint(raw)
+	if k <= 0 || len(raw) < k+1 {
+		return nil, fmt.Errorf("%w: record length", kbatch.ErrCorrupt)
+	}
+	body := raw[k:]
+	delta, n := binary.Varint(body[1:])
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: record timestamp", kbatch.ErrCorrupt)
+	}
+	nb := append([]byte{body[0]}, binary.AppendVarint(nil, oldBase+delta-newBase)...)
+	nb = append(nb, body[1+n:]...)
+	return append(binary.AppendVarint(nil, int64(len(nb))), nb...), nil
 }

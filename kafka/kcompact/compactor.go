@@ -12,23 +12,29 @@
 //     cleaned point (the key -> latest offset map is built over the dirty
 //     range; records of the already-clean view are dropped when the map has
 //     a later offset for their key);
-//   - a tombstone (null value) that is the latest of its key is kept until
-//     its batch's max timestamp is older than delete.retention.ms, then
-//     dropped (Kafka measures from when the segment was first cleaned; a
-//     batch's own timestamp is what Nereus has);
+//   - a tombstone (null value) that is the latest of its key is kept for
+//     delete.retention.ms after its batch was first cleaned (KIP-534): the
+//     first pass that keeps it sets the batch's delete horizon (attribute
+//     bit 6; the base timestamp field then holds the horizon and the
+//     records' timestamp deltas are rebased, so record timestamps do not
+//     change), and a later pass past the horizon drops it;
 //   - records of aborted transactions are dropped; records of a
 //     transaction still open at the end of the scanned range stop the pass
 //     before that transaction's first batch (Kafka cleans only below the
 //     last stable offset), so a pass never decides about an undecided
 //     transaction;
-//   - transaction markers (control batches) are kept — Kafka removes them
-//     once the transaction's data are gone and delete.retention.ms passed;
-//     keeping them is never wrong for a consumer (a read_committed consumer
-//     needs an abort marker to stop filtering a producer), it only costs
-//     ~80 bytes per transaction;
+//   - a transaction marker (control batch) stays while any data batch of
+//     its transaction stays; once they are all gone, the first pass that
+//     sees it so sets its delete horizon and a pass past the horizon drops
+//     it (Kafka: a read_committed consumer still behind needs the marker
+//     until then);
 //   - records with a null key are kept (Kafka refuses them on compacted
 //     topics at produce time; Nereus does not yet, and compaction cannot
 //     decide for them).
+//
+// A pass reports the earliest delete horizon it kept (RecleanAtMs): the
+// core runs a pass over the view alone then, even with no new data, as
+// Kafka's cleaner picks logs whose delete horizon passed.
 //
 // Memory: the map holds one 16-byte key hash (MD5, as Kafka's SkimpyOffsetMap)
 // and an offset per distinct key of the dirty range, plus the keys of open
@@ -56,6 +62,21 @@ type Options struct {
 	DeleteRetentionMs int64
 	// MaxKeys bounds the key map (DefaultMaxKeys if <= 0).
 	MaxKeys int
+	// ReplacesLog makes the view replace the lossless log below the
+	// cleaned point (compact-only topics; stream.LosslessReplacer).
+	ReplacesLog bool
+}
+
+// attrDeleteHorizon is Kafka's DefaultRecordBatch DELETE_HORIZON_FLAG_MASK:
+// the batch's base timestamp field holds its delete horizon (KIP-534).
+const attrDeleteHorizon = 0x40
+
+// deleteHorizon returns batch h's delete horizon, if it has one.
+func deleteHorizon(h kbatch.Header) (int64, bool) {
+	if h.Attributes&attrDeleteHorizon == 0 {
+		return 0, false
+	}
+	return h.BaseTimestamp, true
 }
 
 type keyHash [16]byte
@@ -82,16 +103,41 @@ type Compactor struct {
 	open    map[int64]*openTxn // producer id -> its open transaction
 	pending int                // keys held in open transactions
 	aborted []abortedRange
+	// txnData: producers whose current transaction has a data batch kept
+	// by Rewrite since their last marker (pass 2 runs in offset order).
+	txnData map[int64]bool
+	// reclean is the earliest delete horizon a kept batch carries.
+	reclean int64
 }
 
-var _ stream.Compactor = (*Compactor)(nil)
+var (
+	_ stream.Compactor        = (*Compactor)(nil)
+	_ stream.LosslessReplacer = (*Compactor)(nil)
+	_ stream.Recleaner        = (*Compactor)(nil)
+)
+
+// RecleanAtMs implements stream.Recleaner: the earliest delete horizon of
+// the tombstones and markers the pass kept (0: none).
+func (c *Compactor) RecleanAtMs() int64 { return c.reclean }
+
+func (c *Compactor) noteHorizon(at int64) {
+	if c.reclean == 0 || at < c.reclean {
+		c.reclean = at
+	}
+}
+
+// horizonFor is the delete horizon a batch first cleaned now gets.
+func (c *Compactor) horizonFor() int64 { return c.opt.NowMs + max(c.opt.DeleteRetentionMs, 0) }
+
+// ReplacesLossless implements stream.LosslessReplacer.
+func (c *Compactor) ReplacesLossless() bool { return c.opt.ReplacesLog }
 
 // New starts a pass.
 func New(opt Options) *Compactor {
 	if opt.MaxKeys <= 0 {
 		opt.MaxKeys = DefaultMaxKeys
 	}
-	return &Compactor{opt: opt, latest: map[keyHash]int64{}, open: map[int64]*openTxn{}}
+	return &Compactor{opt: opt, latest: map[keyHash]int64{}, open: map[int64]*openTxn{}, txnData: map[int64]bool{}}
 }
 
 // Keys is the number of keys in the map (for tests and stats).
@@ -239,10 +285,18 @@ func (c *Compactor) Rewrite(e stream.ReadEntry, dirty bool) ([]byte, error) {
 	changed := false
 	err := batches(e, func(b []byte, h kbatch.Header) error {
 		if h.Attributes&kbatch.AttrControl != 0 {
-			out = append(out, b...)
+			nb, err := c.rewriteMarker(b, h)
+			if err != nil {
+				return err
+			}
+			if len(nb) != len(b) || len(nb) > 0 && &nb[0] != &b[0] {
+				changed = true
+			}
+			out = append(out, nb...)
 			return nil
 		}
-		if dirty && h.Attributes&kbatch.AttrTransactional != 0 && c.abortedAt(h.ProducerID, h.BaseOffset) {
+		txn := h.Attributes&kbatch.AttrTransactional != 0
+		if dirty && txn && c.abortedAt(h.ProducerID, h.BaseOffset) {
 			changed = true
 			return nil
 		}
@@ -250,27 +304,47 @@ func (c *Compactor) Rewrite(e stream.ReadEntry, dirty bool) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		expired := c.opt.DeleteRetentionMs >= 0 && h.MaxTimestamp < c.opt.NowMs-c.opt.DeleteRetentionMs
+		horizon, hasHorizon := deleteHorizon(h)
+		expired := hasHorizon && c.opt.NowMs >= horizon
 		kept := recs[:0:0]
+		tombstones := 0
 		for _, r := range recs {
 			if !r.keyNull {
 				if l, ok := c.latest[md5.Sum(r.key)]; ok && l > r.offset {
 					continue
 				}
-				if r.tombstone && expired {
-					continue
+				if r.tombstone {
+					if expired {
+						continue
+					}
+					tombstones++
 				}
 			}
 			kept = append(kept, r)
 		}
+		if txn && len(kept) > 0 {
+			c.txnData[h.ProducerID] = true
+		}
+		setHorizon := tombstones > 0 && !hasHorizon
 		switch {
-		case len(kept) == len(recs):
+		case len(kept) == 0:
+			changed = true
+		case len(kept) == len(recs) && !setHorizon:
 			out = append(out, b...)
-		case len(kept) > 0:
-			out = append(out, rebuild(b, h, kept)...)
-			changed = true
 		default:
+			base := int64(-1)
+			if setHorizon {
+				horizon, base = c.horizonFor(), c.horizonFor()
+			}
+			nb, err := rebuild(b, h, kept, base)
+			if err != nil {
+				return err
+			}
+			out = append(out, nb...)
 			changed = true
+		}
+		if tombstones > 0 {
+			c.noteHorizon(horizon)
 		}
 		return nil
 	})
@@ -281,4 +355,29 @@ func (c *Compactor) Rewrite(e stream.ReadEntry, dirty bool) ([]byte, error) {
 		return e.Payload, nil
 	}
 	return out, nil
+}
+
+// rewriteMarker decides control batch b (header h): kept as it is while
+// its transaction has data kept; once that is gone, given a delete horizon
+// on the first such pass and dropped (nil) on the first pass past it.
+func (c *Compactor) rewriteMarker(b []byte, h kbatch.Header) ([]byte, error) {
+	hasData := c.txnData[h.ProducerID]
+	delete(c.txnData, h.ProducerID)
+	if hasData {
+		return b, nil
+	}
+	if at, ok := deleteHorizon(h); ok {
+		if c.opt.NowMs >= at {
+			return nil, nil
+		}
+		c.noteHorizon(at)
+		return b, nil
+	}
+	recs, err := records(b, h)
+	if err != nil {
+		return nil, err
+	}
+	at := c.horizonFor()
+	c.noteHorizon(at)
+	return rebuild(b, h, recs, at)
 }

@@ -9,11 +9,14 @@
 // heartbeat and the current time and returns the answer; the Coordinator
 // (coordinator.go) owns locking, the clock and the topic view.
 //
-// Group state is kept in memory. After a broker restart members are
-// unknown: their next heartbeat gets UNKNOWN_MEMBER_ID and they rejoin with
-// epoch 0 (clients do this on their own); committed offsets are in the
-// metadata store and survive. It must never hand a partition to a member
-// while another member may still own it.
+// The Coordinator persists every group through its Store (snapshot.go: the
+// group and assignment epochs, target assignment, members with their
+// epochs, subscriptions and assigned / revoking partitions) before it
+// answers the heartbeat that changed it, so a restarted or new coordinator
+// resumes the group: members keep heartbeating with their epochs and no
+// rebalance happens. Committed offsets are stored separately (package
+// kstore). It must never hand a partition to a member while another member
+// may still own it.
 package kconsumer
 
 import (

@@ -24,7 +24,20 @@ const CompactViewKind = "kafka-compact"
 //     so the bound is by time only — segment.bytes does not roll it), and
 //   - the dirty ratio (payload not yet compacted / view + that payload)
 //     reaches min.cleanable.dirty.ratio, or max.compaction.lag.ms has
-//     passed since the last pass.
+//     passed since the last pass;
+//   - or the view holds a tombstone or marker whose delete horizon
+//     (delete.retention.ms after it was first cleaned) has passed.
+//
+// On a compact-only topic the view replaces the log below the cleaned
+// point (stream.LosslessReplacer): once a pass's view is published the
+// core trims the partition stream to the cleaned point and GC reclaims the
+// lossless log there, so disk use follows the compacted size. The
+// partition's log start offset (ListOffsets earliest, Fetch's
+// log_start_offset) is then the view's start (Bounds), DeleteRecords is
+// refused as Kafka refuses it there, and Fetch below the lossless start is
+// served from the view. A compact,delete topic keeps its lossless log
+// until retention.ms / retention.bytes trim it (the view then follows the
+// trim).
 
 // views is the storage's view API, if it has one.
 func (s *Store) views() (stream.Views, bool) {
@@ -85,16 +98,23 @@ func (p compactionPolicy) PlanCompaction(ctx context.Context, in stream.Info, v 
 	if err != nil {
 		return 0, nil, err
 	}
-	if upTo <= max(v.Through, in.StartOffset) {
+	// A view whose tombstones or markers reached their delete horizon is
+	// due a pass even with nothing new (Kafka's cleaner picks such logs
+	// too); the core then rewrites the view alone.
+	reclean := !v.RecleanAt.IsZero() && now >= v.RecleanAt.UnixMilli()
+	if upTo <= max(v.Through, in.StartOffset) && !reclean {
 		return 0, nil, nil
 	}
 	dirty := in.CommittedBytes - v.ThroughBytes
 	ratio, _ := strconv.ParseFloat(c.str("min.cleanable.dirty.ratio"), 64)
 	overdue := v.Exists && now-v.CompactedAt.UnixMilli() >= c.int64("max.compaction.lag.ms")
-	if v.Exists && dirty > 0 && float64(dirty)/float64(dirty+v.Bytes) < ratio && !overdue {
+	if v.Exists && dirty > 0 && float64(dirty)/float64(dirty+v.Bytes) < ratio && !overdue && !reclean {
 		return 0, nil, nil
 	}
-	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms")}), nil
+	upTo = max(upTo, v.Through)
+	del, _ := c.cleanupPolicies()
+	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms"),
+		ReplacesLog: !del}), nil
 }
 
 func (c TopicConfigs) str(name string) string {

@@ -163,7 +163,7 @@ var configDefs = []ConfigDef{
 	{Name: "flush.messages", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(1)},
 	{Name: "flush.ms", Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(0)},
 	{Name: "index.interval.bytes", Default: "4096", Type: TypeInt, validate: intAtLeast(0)},
-	{Name: "delete.retention.ms", Enforced: true, Default: "86400000", Type: TypeLong, validate: longAtLeast(0), Doc: "How long a compacted topic keeps a tombstone (by its batch timestamp)."},
+	{Name: "delete.retention.ms", Enforced: true, Default: "86400000", Type: TypeLong, validate: longAtLeast(0), Doc: "How long a compacted topic keeps a tombstone, and the marker of a transaction whose records are all gone, after the compaction pass that first cleaned it (KIP-534 delete horizon)."},
 	{Name: "file.delete.delay.ms", Default: "60000", Type: TypeLong, validate: longAtLeast(0)},
 	{Name: "min.compaction.lag.ms", Enforced: true, Default: "0", Type: TypeLong, validate: longAtLeast(0), Doc: "Records younger than this are never compacted."},
 	{Name: "max.compaction.lag.ms", Enforced: true, Default: "9223372036854775807", Type: TypeLong, validate: longAtLeast(1), Doc: "A compacted partition is compacted at least this often, whatever its dirty ratio."},

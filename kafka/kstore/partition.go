@@ -110,11 +110,34 @@ func (s *Store) Bounds(ctx context.Context, p *Partition) (start, end int64, err
 	if p.proj != nil {
 		return p.proj.Bounds(ctx)
 	}
+	if p.compacted {
+		if v, ok := s.views(); ok {
+			// A compact-only topic's log below the cleaned point is its
+			// compacted view (the lossless log there is reclaimed): the
+			// log start offset is the view's start.
+			return v.ViewBounds(ctx, p.StreamID, CompactViewKind)
+		}
+	}
 	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
 		return 0, 0, err
 	}
 	return info.StartOffset, info.EndOffset, nil
+}
+
+// DeletesRecords reports whether DeleteRecords may trim the partition:
+// not on a compact-only topic (Kafka answers POLICY_VIOLATION there; its
+// log start offset is the compacted view's).
+func (s *Store) DeletesRecords(ctx context.Context, p *Partition) (bool, error) {
+	if p.proj != nil || !p.compacted {
+		return true, nil
+	}
+	t, _, err := s.Partition(ctx, p.Topic, p.Index)
+	if err != nil {
+		return false, err
+	}
+	del, _ := t.Configs.cleanupPolicies()
+	return del, nil
 }
 
 // Notify returns the partition's committed end and a channel closed on its

@@ -70,6 +70,9 @@ type Coordinator struct {
 	txns    map[string]*entry
 	pending map[string]map[TopicPartition]string // group -> partition -> txn id with staged offsets
 
+	// inflight counts completions running after their EndTxn answered.
+	inflight sync.WaitGroup
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -182,7 +185,9 @@ func (c *Coordinator) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the background loop.
+// Close stops the background loop and waits for completions in flight
+// (bounded by their own timeout; an unfinished one is redone by the next
+// Start).
 func (c *Coordinator) Close() {
 	select {
 	case <-c.stop:
@@ -190,6 +195,7 @@ func (c *Coordinator) Close() {
 		close(c.stop)
 	}
 	<-c.done
+	c.inflight.Wait()
 }
 
 func (c *Coordinator) loop() {
@@ -634,27 +640,56 @@ func (c *Coordinator) StageOffsets(ctx context.Context, id string, pid int64, ep
 	return c.persist(ctx, e, next)
 }
 
-// EndTxn commits or aborts the producer's transaction. It returns once the
-// markers are in every partition and (on commit) the offsets are applied.
+// EndTxn commits or aborts the producer's transaction. As in Kafka, it
+// answers once the outcome is decided (the Prepare* record is stored): the
+// markers and (on commit) the offsets are applied after the answer, by a
+// completion that keeps holding the id's lock, so the producer's next
+// operation (AddPartitionsToTxn of its next transaction, a retried EndTxn,
+// InitProducerId) waits for it instead of seeing CONCURRENT_TRANSACTIONS.
+// That takes one marker round off every transaction's critical path: the
+// client buffers its next transaction's records meanwhile. A completion
+// that fails leaves the Prepare* record for the sweep (every
+// CheckInterval) and the next operation is answered CONCURRENT_TRANSACTIONS
+// until it succeeds; a crash leaves it for the next Start. Either way the
+// decided outcome is the one applied, never half of it.
+//
+// A retried EndTxn of a Prepare* record (a completion that failed) is
+// completed synchronously, as before.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) int16 {
 	e, code := c.lockEntry(ctx, id)
 	if code != 0 {
 		return code
 	}
-	defer e.mu.Unlock()
 	d := DecideEnd(e.rec, pid, epoch, commit, c.cfg.Now().UnixMilli())
-	if d.Code != 0 {
+	if d.Code != 0 || !d.Complete {
+		e.mu.Unlock()
 		return d.Code
 	}
-	if d.Persist {
-		if code := c.persist(ctx, e, d.Next); code != 0 {
-			return code
-		}
-	}
-	if d.Complete {
+	if !d.Persist {
+		defer e.mu.Unlock()
 		return c.complete(ctx, e)
 	}
+	if code := c.persist(ctx, e, d.Next); code != 0 {
+		e.mu.Unlock()
+		return code
+	}
+	c.completeAsync(e)
 	return 0
+}
+
+// completeAsync completes e's Prepare* record in the background and then
+// releases e.mu, which the caller holds and hands over. Close waits for it.
+func (c *Coordinator) completeAsync(e *entry) {
+	c.inflight.Add(1)
+	go func() {
+		defer c.inflight.Done()
+		defer e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if code := c.complete(ctx, e); code != 0 {
+			c.log.Warn("kafka/ktxn: completing transaction failed; will retry", "txn", e.id, "state", e.rec.State, "code", code)
+		}
+	}()
 }
 
 // Describe returns the record of a transactional id (ok false if none).

@@ -26,7 +26,8 @@ type fakeStorage struct {
 	nextPID int64
 	markers []marker
 	offsets map[string][]Offset
-	fail    error // WriteMarker fails with this while set
+	fail    error         // WriteMarker fails with this while set
+	gate    chan struct{} // WriteMarker waits for it while set
 }
 
 func (f *fakeStorage) AllocateProducerID(context.Context) (int64, error) {
@@ -37,6 +38,12 @@ func (f *fakeStorage) AllocateProducerID(context.Context) (int64, error) {
 }
 
 func (f *fakeStorage) WriteMarker(_ context.Context, tp TopicPartition, pid int64, epoch int16, commit bool, _ int32) error {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -54,6 +61,12 @@ func (f *fakeStorage) CommitOffsets(_ context.Context, group string, offs []Offs
 	}
 	f.offsets[group] = append(f.offsets[group], offs...)
 	return nil
+}
+
+func (f *fakeStorage) setFail(err error) {
+	f.mu.Lock()
+	f.fail = err
+	f.mu.Unlock()
 }
 
 func (f *fakeStorage) takeMarkers() []marker {
@@ -198,6 +211,11 @@ func TestCoordinatorCommitAbortAndVerify(t *testing.T) {
 	if code := c.EndTxn(ctx, "t1", pid, epoch, true); code != 0 {
 		t.Fatal(code)
 	}
+	// EndTxn answered once decided; the completion holds the id's lock
+	// until the markers and offsets are applied.
+	if rec, _, _ := c.Describe(ctx, "t1"); rec.State != CompleteCommit {
+		t.Fatalf("after EndTxn and its completion: %s", rec.State)
+	}
 	if c.HasPendingOffsets("g", "a", 0) || len(st.offsets["g"]) != 1 {
 		t.Fatalf("offsets not applied: %+v", st.offsets)
 	}
@@ -263,15 +281,23 @@ func TestCoordinatorRecoversDecidedOutcome(t *testing.T) {
 	_ = c1.StageOffsets(ctx, "in-doubt", pid, epoch, "g", []Offset{{Topic: "a", Offset: 7}})
 	pidO, epochO, _ := c1.InitProducerID(ctx, "ongoing", 60000, -1, -1)
 	_ = c1.AddPartitions(ctx, "ongoing", pidO, epochO, []TopicPartition{tpA})
-	st.fail = errors.New("partition leader unreachable")
-	if code := c1.EndTxn(ctx, "in-doubt", pid, epoch, true); code != kerr.ConcurrentTransactions.Code {
+	st.setFail(errors.New("partition leader unreachable"))
+	// The decision is stored: EndTxn succeeds (as in Kafka); the
+	// completion fails and the producer's next step is told to retry.
+	if code := c1.EndTxn(ctx, "in-doubt", pid, epoch, true); code != 0 {
 		t.Fatalf("end with failing markers: %d", code)
+	}
+	if code := c1.AddPartitions(ctx, "in-doubt", pid, epoch, []TopicPartition{tpA}); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("next transaction while the markers fail: %d", code)
+	}
+	if !c1.HasPendingOffsets("g", "a", 0) {
+		t.Fatal("staged offsets not pending while undecided")
 	}
 	c1.Close() // "crash": the record stays PrepareCommit
 	if st.offsets != nil {
 		t.Fatal("offsets applied before the markers")
 	}
-	st.fail = nil
+	st.setFail(nil)
 	c2 := newCoord(t, meta, st)
 	rec, _, _ := c2.Describe(ctx, "in-doubt")
 	if rec.State != CompleteCommit {
@@ -401,11 +427,14 @@ func TestOwnershipMoves(t *testing.T) {
 	}
 	pid, epoch, _ := a.InitProducerID(ctx, "moving", 60000, -1, -1)
 	_ = a.AddPartitions(ctx, "moving", pid, epoch, []TopicPartition{tpA})
-	st.fail = errors.New("leader moving")
-	if code := a.EndTxn(ctx, "moving", pid, epoch, true); code == 0 {
-		t.Fatal("completed with failing markers")
+	st.setFail(errors.New("leader moving"))
+	if code := a.EndTxn(ctx, "moving", pid, epoch, true); code != 0 {
+		t.Fatalf("decided commit: %d", code)
 	}
-	st.fail = nil
+	if rec, _, _ := a.Describe(ctx, "moving"); rec.State != PrepareCommit {
+		t.Fatalf("completed with failing markers: %s", rec.State)
+	}
+	st.setFail(nil)
 	st.takeMarkers()
 	mu.Lock()
 	owner = "b"
@@ -425,5 +454,52 @@ func TestOwnershipMoves(t *testing.T) {
 	}
 	if m := st.takeMarkers(); len(m) != 1 || !m[0].commit {
 		t.Fatalf("markers %+v", m)
+	}
+}
+
+// TestEndTxnAnswersBeforeMarkers: EndTxn answers once the decision is
+// stored; the markers follow, and the producer's next AddPartitions waits
+// for them (so its next batches land after the markers) instead of being
+// refused.
+func TestEndTxnAnswersBeforeMarkers(t *testing.T) {
+	ctx := context.Background()
+	meta, st := memstore.New(), &fakeStorage{}
+	c := newCoord(t, meta, st)
+	pid, epoch, _ := c.InitProducerID(ctx, "early", 60000, -1, -1)
+	if code := c.AddPartitions(ctx, "early", pid, epoch, []TopicPartition{tpA, tpB}); code != 0 {
+		t.Fatal(code)
+	}
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.gate = gate
+	st.mu.Unlock()
+	if code := c.EndTxn(ctx, "early", pid, epoch, true); code != 0 {
+		t.Fatal(code)
+	}
+	if m := st.takeMarkers(); len(m) != 0 {
+		t.Fatalf("markers before the gate opened: %+v", m)
+	}
+	if c.Verify("early", pid, epoch, tpA) == 0 {
+		t.Fatal("a decided transaction still verifies")
+	}
+	added := make(chan int16, 1)
+	go func() { added <- c.AddPartitions(ctx, "early", pid, epoch, []TopicPartition{tpA}) }()
+	select {
+	case code := <-added:
+		t.Fatalf("next AddPartitions answered (%d) before the markers were written", code)
+	case <-time.After(50 * time.Millisecond): // best effort: it must still be waiting
+	}
+	st.mu.Lock()
+	st.gate = nil
+	st.mu.Unlock()
+	close(gate)
+	if code := <-added; code != 0 {
+		t.Fatalf("next AddPartitions after the completion: %d", code)
+	}
+	if m := st.takeMarkers(); len(m) != 2 || !m[0].commit || !m[1].commit {
+		t.Fatalf("markers %+v", m)
+	}
+	if c.Verify("early", pid, epoch, tpA) != 0 {
+		t.Fatal("the next transaction does not verify")
 	}
 }

@@ -7,8 +7,11 @@
 //	go test -run XXX -bench . -benchtime 20000x ./kafka/txnbench/
 //
 // It starts a real `nereus serve` (internal/testserver) unless
-// NEREUS_KAFKA_ADDR names a running server. Benchmarks only: `go test`
-// without -bench runs nothing and starts nothing.
+// NEREUS_KAFKA_ADDR names a running server (then NEREUS_SERVER_PID may name
+// its process). Besides MB/s every benchmark reports the server's CPU time
+// per MiB moved (server-cpu-ms/MiB, from /proc/<pid>/task/*/schedstat;
+// steadier than MB/s on a shared machine). Benchmarks only: `go test` without -bench
+// runs nothing and starts nothing.
 package txnbench
 
 import (
@@ -16,6 +19,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +40,7 @@ const (
 var (
 	once    sync.Once
 	addr    string
+	srvPid  int
 	srvErr  error
 	seq     int
 	payload = func() []byte { b := make([]byte, recordSize); _, _ = rand.Read(b); return b }()
@@ -44,6 +50,7 @@ func server(b *testing.B) string {
 	once.Do(func() {
 		if a := os.Getenv("NEREUS_KAFKA_ADDR"); a != "" {
 			addr = a
+			srvPid, _ = strconv.Atoi(os.Getenv("NEREUS_SERVER_PID"))
 			return
 		}
 		s, err := testserver.Launch(testserver.Options{DisablePulsar: true})
@@ -52,11 +59,47 @@ func server(b *testing.B) string {
 			return
 		}
 		addr = s.KafkaAddr() // left running until the benchmark binary exits
+		srvPid = s.Pid()
 	})
 	if srvErr != nil {
 		b.Fatal(srvErr)
 	}
 	return addr
+}
+
+// serverCPU is the server process's CPU time so far: the sum of its
+// threads' run time from /proc/<pid>/task/*/schedstat (nanoseconds; Go
+// rarely retires threads, and /proc/<pid>/stat's 10 ms ticks are too coarse
+// for a server that moves a GiB in a few hundred ms). 0 when unknown: no
+// pid, or no /proc.
+func serverCPU() time.Duration {
+	if srvPid == 0 {
+		return 0
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", srvPid))
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", srvPid, t.Name()))
+		if err != nil {
+			continue // the thread is gone
+		}
+		if f := strings.Fields(string(raw)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			total += ns
+		}
+	}
+	return time.Duration(total)
+}
+
+// measureCPU reports the server CPU spent since start per MiB of bytes.
+func measureCPU(b *testing.B, start time.Duration, bytes int64) {
+	if start == 0 || bytes <= 0 {
+		return
+	}
+	b.ReportMetric(float64(serverCPU()-start)/1e6/(float64(bytes)/(1<<20)), "server-cpu-ms/MiB")
 }
 
 func newTopic(b *testing.B, prefix string) string {
@@ -159,15 +202,19 @@ func produce(b *testing.B, topic string, n int, txn bool) {
 func BenchmarkProduceIdempotent(b *testing.B) {
 	topic := newTopic(b, "bench-idem")
 	b.SetBytes(recordSize)
+	cpu := serverCPU()
 	b.ResetTimer()
 	produce(b, topic, b.N, false)
+	measureCPU(b, cpu, int64(b.N)*recordSize)
 }
 
 func BenchmarkProduceTransactional100ms(b *testing.B) {
 	topic := newTopic(b, "bench-txn")
 	b.SetBytes(recordSize)
+	cpu := serverCPU()
 	b.ResetTimer()
 	produce(b, topic, b.N, true)
+	measureCPU(b, cpu, int64(b.N)*recordSize)
 }
 
 // fetchAll reads n records of topic from the start at the isolation level.
@@ -238,17 +285,21 @@ func transactionalData(b *testing.B) (string, int) {
 func BenchmarkFetchReadUncommitted(b *testing.B) {
 	topic, n := transactionalData(b)
 	b.SetBytes(int64(n) * recordSize)
+	cpu := serverCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		fetchAll(b, topic, n, kgo.ReadUncommitted())
 	}
+	measureCPU(b, cpu, int64(b.N)*int64(n)*recordSize)
 }
 
 func BenchmarkFetchReadCommitted(b *testing.B) {
 	topic, n := transactionalData(b)
 	b.SetBytes(int64(n) * recordSize)
+	cpu := serverCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		fetchAll(b, topic, n, kgo.ReadCommitted())
 	}
+	measureCPU(b, cpu, int64(b.N)*int64(n)*recordSize)
 }

@@ -44,7 +44,11 @@
 // per-16-KiB-block CRC32C table and each data block are checksummed; the
 // file length must match the header. Get verifies everything, GetRange the
 // blocks it reads, Head and List the header. A mismatch returns an error
-// wrapping objectstore.ErrCorrupt (distinct from ErrNotFound).
+// wrapping objectstore.ErrCorrupt (distinct from ErrNotFound). The one
+// exception is ReadRange with CallerVerifies: its caller has promised to
+// check every byte against checksums of its own before using it (a
+// generation object's entry and block CRCs), so only the header is checked
+// here and each byte is still checked exactly once.
 //
 // # Conditional writes
 //

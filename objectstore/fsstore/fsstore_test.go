@@ -88,6 +88,56 @@ func TestCorruptDataBlock(t *testing.T) {
 	}
 }
 
+// TestReadRangeCallerVerifies: ReadRange without CallerVerifies refuses a
+// corrupt data block as GetRange does; with it, the data's check is the
+// caller's (the flipped byte is returned as stored), but the header is still
+// checked: a damaged header, a truncated or extended file is ErrCorrupt.
+func TestReadRangeCallerVerifies(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	data := pattern(4*defaultBlockSize + 100)
+	put(t, s, "seg/1", data, objectstore.PutOptions{})
+	h := header{blockSize: defaultBlockSize, size: uint64(len(data))}
+	flipByte(t, s, "seg/1", h.dataOffset()+defaultBlockSize+5)
+	dst := make([]byte, 2*defaultBlockSize)
+	if _, err := s.ReadRange(ctx, "seg/1", 0, dst, objectstore.ReadRangeOptions{}); !errors.Is(err, objectstore.ErrCorrupt) {
+		t.Fatalf("ReadRange over the corrupt block: %v, want ErrCorrupt", err)
+	}
+	n, err := s.ReadRange(ctx, "seg/1", 0, dst, objectstore.ReadRangeOptions{CallerVerifies: true})
+	if err != nil || n != len(dst) {
+		t.Fatalf("ReadRange(CallerVerifies): %d, %v", n, err)
+	}
+	want := append([]byte(nil), data[:len(dst)]...)
+	want[defaultBlockSize+5] ^= 0x10
+	if !bytes.Equal(dst, want) {
+		t.Fatal("ReadRange(CallerVerifies) did not return the stored bytes")
+	}
+
+	for _, damage := range []string{"header", "truncated", "extended"} {
+		s := open(t, t.TempDir())
+		put(t, s, "k", data, objectstore.PutOptions{})
+		path := filepath.Join(s.objectsDir, relPath("k"))
+		switch damage {
+		case "header":
+			flipByte(t, s, "k", 20)
+		case "truncated":
+			if err := os.Truncate(path, h.fileSize()-1); err != nil {
+				t.Fatal(err)
+			}
+		case "extended":
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = f.Write([]byte("junk"))
+			_ = f.Close()
+		}
+		if _, err := s.ReadRange(ctx, "k", 0, make([]byte, 10), objectstore.ReadRangeOptions{CallerVerifies: true}); !errors.Is(err, objectstore.ErrCorrupt) {
+			t.Fatalf("%s: ReadRange(CallerVerifies): %v, want ErrCorrupt", damage, err)
+		}
+	}
+}
+
 func TestCorruptHeaderTableAndLength(t *testing.T) {
 	ctx := context.Background()
 	data := pattern(3 * defaultBlockSize)

@@ -56,6 +56,30 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 	return append([]byte(nil), o.data...), s.versionOf(o), nil
 }
 
+// ReadRange implements objectstore.RangeReader (a copy under the read
+// lock; memstore has no checksums to skip).
+func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []byte, _ objectstore.ReadRangeOptions) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := objectstore.CheckKey(key); err != nil {
+		return 0, err
+	}
+	if offset < 0 {
+		return 0, objectstore.ErrInvalidArgument
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return 0, objectstore.ErrNotFound
+	}
+	if offset >= int64(len(o.data)) {
+		return 0, nil
+	}
+	return copy(dst, o.data[offset:]), nil
+}
+
 // GetRange implements objectstore.ObjectStore.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {

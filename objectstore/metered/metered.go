@@ -153,6 +153,18 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return b, err
 }
 
+// ReadRange implements objectstore.RangeReader (counted as a get_range; a
+// store without it is read by GetRange and a copy, objectstore.ReadRange).
+func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []byte, opts objectstore.ReadRangeOptions) (int, error) {
+	start := time.Now()
+	n, err := objectstore.ReadRange(ctx, s.inner, key, offset, dst, opts)
+	s.done(ctx, OpGetRange, start, err)
+	if n > 0 {
+		s.read.Add(context.WithoutCancel(ctx), int64(n))
+	}
+	return n, err
+}
+
 // Head implements objectstore.ObjectStore.
 func (s *Store) Head(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	start := time.Now()

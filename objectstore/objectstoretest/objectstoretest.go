@@ -73,6 +73,7 @@ func RunWith(t *testing.T, newStore func(t *testing.T) objectstore.ObjectStore, 
 		{"RacePutUpdate32", testRacePutUpdate},
 		{"RacePutCreate32", testRacePutCreate},
 		{"RangedReads", testRangedReads},
+		{"ReadRangeIntoBuffer", testReadRange},
 		{"ListOrderAndPrefix", testList},
 		{"ListEarlyStop", testListEarlyStop},
 		{"LargeObject", testLargeObject},
@@ -486,6 +487,43 @@ func testRangedReads(t *testing.T, s objectstore.ObjectStore, _ Capabilities) {
 		if !bytes.Equal(got, data[lo:hi]) {
 			t.Fatalf("GetRange(%d, %d) = %d bytes, want %d bytes [%d:%d]", c.off, c.length, len(got), hi-lo, lo, hi)
 		}
+	}
+}
+
+// testReadRange: ReadRange (the store's own when it implements
+// objectstore.RangeReader, else the GetRange fallback) reads exactly what
+// GetRange returns, into the caller's buffer, with and without
+// CallerVerifies; a missing key is ErrNotFound.
+func testReadRange(t *testing.T, s objectstore.ObjectStore, _ Capabilities) {
+	ctx := ctxT(t)
+	const n = 5*16<<10 + 123
+	data := randomBytes(8, n)
+	mustPut(t, s, "blob", data, create())
+	cases := []struct{ off, length int64 }{
+		{0, 0}, {0, 1}, {0, n}, {0, n + 100}, {1, 1}, {16<<10 - 1, 2}, {16 << 10, 16 << 10},
+		{16<<10 - 1, 16<<10 + 2}, {n - 1, 1}, {n - 1, 10}, {n - 123, 123}, {n, 1}, {n + 1, 5}, {1 << 40, 1},
+	}
+	for _, verifies := range []bool{false, true} {
+		opts := objectstore.ReadRangeOptions{CallerVerifies: verifies}
+		for _, c := range cases {
+			dst := bytes.Repeat([]byte{0xa5}, int(c.length)+8)
+			k, err := objectstore.ReadRange(ctx, s, "blob", c.off, dst[:c.length], opts)
+			if err != nil {
+				t.Fatalf("ReadRange(%d, %d, %+v): %v", c.off, c.length, opts, err)
+			}
+			lo := min(c.off, int64(n))
+			hi := min(lo+c.length, int64(n))
+			if !bytes.Equal(dst[:k], data[lo:hi]) {
+				t.Fatalf("ReadRange(%d, %d, %+v) = %d bytes, want %d bytes [%d:%d]", c.off, c.length, opts, k, hi-lo, lo, hi)
+			}
+			for _, b := range dst[k:] {
+				if b != 0xa5 {
+					t.Fatalf("ReadRange(%d, %d, %+v) wrote past the %d bytes it returned", c.off, c.length, opts, k)
+				}
+			}
+		}
+		_, err := objectstore.ReadRange(ctx, s, "missing", 0, make([]byte, 10), opts)
+		expectIs(t, "ReadRange of a missing key", err, objectstore.ErrNotFound)
 	}
 }
 

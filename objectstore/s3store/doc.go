@@ -9,6 +9,7 @@
 //
 //	Get        GetObject (x-amz-checksum-mode: ENABLED; the SDK verifies the stored CRC32C)
 //	GetRange   GetObject with Range: bytes=off-end (416 on an existing object → empty result)
+//	ReadRange  GetRange's request, the body read into the caller's buffer
 //	Head       HeadObject (a 404 is confirmed with HeadBucket: HEAD has no error body)
 //	PutCreate  PutObject If-None-Match: *
 //	PutUpdate  PutObject If-Match: "<etag>"

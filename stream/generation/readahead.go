@@ -165,7 +165,7 @@ func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
 	go func() {
 		defer cancel()
-		raw, err := r.store.GetRange(gctx, key, off, n)
+		raw, err := r.fetch(gctx, key, off, n, nil) // verified by the Read that claims it
 		if err == nil && int64(len(raw)) != n {
 			raw, err = nil, ErrCorrupt // short: let the Read's own GET report it
 		}

@@ -89,39 +89,64 @@ func NewReader(store objectstore.ObjectStore, cacheBytes int64) *Reader {
 // (no object at key), ErrCorrupt (the object does not match info or fails
 // a checksum), or the store's error (a transient failure: retry).
 func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, error) {
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, false)
+	return entries, err
+}
+
+// ReadPooled is Read into a recycled buffer: the payloads alias the
+// returned Buffer, which the caller must Release once it no longer uses
+// any of them (and must not touch them after). The Buffer is nil when the
+// read did not use one (a store without objectstore.RangeReader, a span
+// served from read-ahead): the payloads are then fresh, as Read's.
+func (r *Reader) ReadPooled(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, *Buffer, error) {
+	return r.read(ctx, key, info, from, maxBytes, true)
+}
+
+func (r *Reader) read(ctx context.Context, key string, info Info, from int64, maxBytes int, pooled bool) ([]Entry, *Buffer, error) {
 	if from < info.Start || from >= info.End {
-		return nil, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, info.Start, info.End)
+		return nil, nil, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, info.Start, info.End)
 	}
 	f, err := r.Footer(ctx, key, info)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	off, n, err := f.Span(from, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	entries, err := r.readSpan(ctx, key, f, off, n, from)
+	entries, buf, err := r.readSpan(ctx, key, f, off, n, from, pooled)
 	if err == nil && len(entries) > 0 && r.readAheadOn() {
 		r.startAhead(ctx, key, f, entries[len(entries)-1].End(), maxBytes)
 	}
-	return entries, err
+	return entries, buf, err
 }
 
 // readSpan returns the verified entries of span [off, off+n) of key that
 // end after from: from a prefetch of the span's start if there is one (its
 // bytes past n stay prefetched for the next Read; a prefetch shorter than
-// n is completed with one GET of the rest), else with one GET.
-func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, from int64) ([]Entry, error) {
+// n is completed with one GET of the rest), else with one GET (into a
+// pooled buffer when pooled and the store can read into one).
+func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, from int64, pooled bool) ([]Entry, *Buffer, error) {
 	raw, ok, err := r.takeAhead(ctx, key, f.info, off)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok {
-		raw, err = r.get(ctx, key, off, n)
-		if err != nil {
-			return nil, err
+		var buf *Buffer
+		if _, into := r.store.(objectstore.RangeReader); pooled && into {
+			buf = getBuffer(n)
 		}
-		return DecodeSpan(f, raw, off, from)
+		raw, err = r.get(ctx, key, off, n, buf)
+		if err != nil {
+			buf.Release()
+			return nil, nil, err
+		}
+		entries, err := DecodeSpan(f, raw, off, from)
+		if err != nil {
+			buf.Release()
+			return nil, nil, err
+		}
+		return entries, buf, nil
 	}
 	got := int64(len(raw))
 	if got > n {
@@ -130,23 +155,27 @@ func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, fr
 	}
 	entries, err := DecodeSpan(f, raw, off, from)
 	if err != nil || got == n {
-		return entries, err
+		return entries, nil, err
 	}
-	rest, err := r.get(ctx, key, off+got, n-got)
+	rest, err := r.get(ctx, key, off+got, n-got, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	more, err := DecodeSpan(f, rest, off+got, from)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(entries, more...), nil
+	return append(entries, more...), nil, nil
 }
 
 // get is one ranged GET of [off, off+n) of key, which must return exactly
-// n bytes (fewer means the object is not what its footer says).
-func (r *Reader) get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	raw, err := r.store.GetRange(ctx, key, off, n)
+// n bytes (fewer means the object is not what its footer says). The store
+// is told the caller verifies (every byte get returns goes through
+// DecodeSpan's entry and block CRCs before anything is served), so fsstore
+// skips its own block CRCs: one checksum pass per byte, not two. With buf
+// the bytes land in it; otherwise in a fresh slice.
+func (r *Reader) get(ctx context.Context, key string, off, n int64, buf *Buffer) ([]byte, error) {
+	raw, err := r.fetch(ctx, key, off, n, buf)
 	if err != nil {
 		err = readStoreError(key, err)
 		if isNotFound(err) {
@@ -158,6 +187,26 @@ func (r *Reader) get(ctx context.Context, key string, off, n int64) ([]byte, err
 		return nil, corrupt(fmt.Sprintf("%s: read %d bytes at %d, the footer says %d (truncated object)", key, len(raw), off, n))
 	}
 	return raw, nil
+}
+
+// fetch reads [off, off+n) of key for DecodeSpan: with ReadRange when the
+// store has it (into buf, or a fresh slice), else with GetRange.
+func (r *Reader) fetch(ctx context.Context, key string, off, n int64, buf *Buffer) ([]byte, error) {
+	rr, ok := r.store.(objectstore.RangeReader)
+	if !ok {
+		return r.store.GetRange(ctx, key, off, n)
+	}
+	var dst []byte
+	if buf != nil {
+		dst = buf.b[:n:n]
+	} else {
+		dst = make([]byte, n)
+	}
+	k, err := rr.ReadRange(ctx, key, off, dst, objectstore.ReadRangeOptions{CallerVerifies: true})
+	if err != nil {
+		return nil, err
+	}
+	return dst[:k:k], nil
 }
 
 func (r *Reader) readAheadOn() bool {

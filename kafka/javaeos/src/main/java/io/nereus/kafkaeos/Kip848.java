@@ -20,9 +20,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *    move, and every record is consumed;
  * 2. static membership: of two static members (group.instance.id), one
  *    closes and restarts within the session timeout; it gets its old
- *    partitions back and the other member sees no rebalance.
+ *    partitions back and the other member sees no rebalance;
+ * 3. with RESTARTED-FILE: the program prints "kip848: restart-server" and
+ *    waits for that file, which the test creates once it has SIGKILLed and
+ *    restarted the server; the group survives like on a Kafka broker
+ *    restart: neither member sees a callback (revoke, lost or assign), both
+ *    go on consuming and committing.
  *
- * Usage: Kip848 BOOTSTRAP PREFIX
+ * Usage: Kip848 BOOTSTRAP PREFIX [RESTARTED-FILE]
  */
 public final class Kip848 {
     static final int PARTITIONS = 6;
@@ -143,6 +148,29 @@ public final class Kip848 {
             throw new IllegalStateException("the other static member rebalanced: " + s2.events + " (was " + s2Before + ")");
         }
         System.out.println("kip848: static member restarted with its partitions " + before + "; the other member saw no rebalance");
+
+        // 3. The server restarts under the group.
+        if (args.length > 2) {
+            java.nio.file.Path restarted = java.nio.file.Paths.get(args[2]);
+            List<String> e1 = new ArrayList<>(s1b.events), e2 = new ArrayList<>(s2.events);
+            System.out.println("kip848: restart-server");
+            waitFor("the server restarted", 120, () -> java.nio.file.Files.exists(restarted));
+            try (KafkaProducer<String, String> prod = new KafkaProducer<>(pp)) {
+                for (int i = 0; i < 60; i++) prod.send(new ProducerRecord<>(topic, i % PARTITIONS, null, "after-" + i));
+                prod.flush();
+            }
+            waitFor("records produced after the restart consumed", 120,
+                    () -> seen2.stream().filter(v -> v.startsWith("after-")).count() == 60);
+            Thread.sleep(3000); // several heartbeats (500 ms) of both members reach the restarted coordinator
+            if (!s1b.events.equals(e1) || !s2.events.equals(e2)) {
+                throw new IllegalStateException("the server restart rebalanced: " + s1b.events + " (was " + e1 + "), "
+                        + s2.events + " (was " + e2 + ")");
+            }
+            if (s1b.failed != null || s2.failed != null) {
+                throw new IllegalStateException("a member failed after the restart", s1b.failed != null ? s1b.failed : s2.failed);
+            }
+            System.out.println("kip848: server SIGKILLed and restarted; both members kept their partitions, no callback, consuming and committing");
+        }
         s1b.close();
         s2.close();
         System.out.println("OK");

@@ -1,0 +1,62 @@
+package generation
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// Buffer is a pooled span buffer holding the bytes that entries returned
+// by ReadPooled alias. Release hands it back for a later read; after
+// Release nothing may touch those entries' payloads (a later read
+// overwrites them). A Buffer that is never released is simply collected.
+type Buffer struct {
+	b      []byte
+	class  int         // index into spanPools; -1: not pooled (too large)
+	pooled atomic.Bool // in its pool now (a second Release is a bug)
+}
+
+// Span buffers come in power-of-two classes from 64 KiB to 64 MiB: a
+// catch-up reads spans of about the same size over and over (a Kafka fetch
+// asks for partition_max_bytes each time), so a handful of buffers serve
+// it. sync.Pool drops idle buffers at GC, so the pool never pins memory a
+// quiet reader no longer needs.
+const (
+	minSpanClassShift = 16
+	maxSpanClassShift = 26
+)
+
+var spanPools [maxSpanClassShift - minSpanClassShift + 1]sync.Pool
+
+// getBuffer returns a Buffer of at least n bytes (its contents are
+// whatever the last read left: every byte a read uses is overwritten by
+// that read before it is verified).
+func getBuffer(n int64) *Buffer {
+	shift := minSpanClassShift
+	if n > 1<<minSpanClassShift {
+		shift = bits.Len64(uint64(n - 1))
+	}
+	if shift > maxSpanClassShift {
+		return &Buffer{b: make([]byte, n), class: -1}
+	}
+	c := shift - minSpanClassShift
+	if b, ok := spanPools[c].Get().(*Buffer); ok {
+		b.pooled.Store(false)
+		return b
+	}
+	return &Buffer{b: make([]byte, 1<<shift), class: c}
+}
+
+// Release returns b to its pool (nil and unpooled Buffers: no-op). Call it
+// once, when every payload aliasing b is no longer used. A second Release
+// panics: it would hand one buffer to two reads, and one of them would
+// serve bytes the other wrote over its verified ones.
+func (b *Buffer) Release() {
+	if b == nil || b.class < 0 {
+		return
+	}
+	if b.pooled.Swap(true) {
+		panic("nereus/generation: Buffer released twice")
+	}
+	spanPools[b.class].Put(b)
+}
