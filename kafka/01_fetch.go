@@ -61,6 +61,9 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,6 +88,10 @@ type fetchPart struct {
 	// patches their baseOffset on the way out) and size their byte total.
 	entries []stream.ReadEntry
 	size    int
+	// res is the read entries came from: its recycled buffers are released
+	// once the response is on the socket (fetchReply.release), or when the
+	// partition is read again.
+	res stream.ReadResult
 }
 
 const readCommitted = 1
@@ -178,6 +185,8 @@ func throttleFetch(r *request, user string, reply *fetchReply, total int) int {
 	for i := range reply.parts {
 		reply.parts[i].entries, reply.parts[i].size = nil, 0
 		reply.parts[i].out.AbortedTransactions = nil
+		reply.parts[i].res.Release()
+		reply.parts[i].res = stream.ReadResult{}
 	}
 	reply.ThrottleMillis = int32(d / time.Millisecond)
 	r.c.throttleConn(d)
@@ -233,8 +242,14 @@ func checkLeaderEpoch(ctx context.Context, s *Server, p *kstore.Partition, clien
 }
 
 // fillFetch (re)reads every partition of the fetch into its response slot
-// and returns the record bytes gathered.
+// and returns the record bytes gathered. Reads use recycled buffers
+// (stream.ReadOptions.Recycle), released once the reply is written.
 func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, committed bool) int {
+	for i := range parts {
+		parts[i].res.Release()
+		parts[i].res = stream.ReadResult{}
+	}
+	pre := readPartsConcurrently(ctx, s, parts, maxBytes)
 	total := 0
 	for i := range parts {
 		fp := &parts[i]
@@ -268,7 +283,14 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 			}
 			continue
 		}
-		res, err := s.store.Read(ctx, fp.part, fp.req.FetchOffset, stream.ReadOptions{MaxBytes: budget, MaxEntries: 10000})
+		var res stream.ReadResult
+		var err error
+		if pre != nil && pre[i].done {
+			res, err = pre[i].res, pre[i].err
+		} else {
+			res, err = s.store.Read(ctx, fp.part, fp.req.FetchOffset, fetchReadOptions(budget))
+		}
+		fp.res = res
 		op.HighWatermark, op.LastStableOffset, op.LogStartOffset = res.EndOffset, res.EndOffset, res.StartOffset
 		if err != nil {
 			op.ErrorCode = errorCode(err)
@@ -321,6 +343,67 @@ func fillFetch(ctx context.Context, s *Server, parts []fetchPart, maxBytes int, 
 		}
 	}
 	return total
+}
+
+func fetchReadOptions(budget int) stream.ReadOptions {
+	return stream.ReadOptions{MaxBytes: budget, MaxEntries: 10000, Recycle: true}
+}
+
+// partRead is one partition's read done ahead by readPartsConcurrently.
+type partRead struct {
+	done bool
+	res  stream.ReadResult
+	err  error
+}
+
+// readPartsConcurrently reads the fetch's partitions in parallel (on up to
+// GOMAXPROCS goroutines) when their partition budgets together fit in the
+// fetch's maxBytes, so no partition's budget depends on what the ones
+// before it return: each then reads with exactly the budget fillFetch's
+// sequential pass would give it, and that pass trims the results (KIP-74)
+// as before. A catch-up fetch of several partitions then uses every core
+// for its storage reads instead of one. It returns nil (read in turn) when
+// fewer than two partitions are to be read or the budgets overlap.
+func readPartsConcurrently(ctx context.Context, s *Server, parts []fetchPart, maxBytes int) []partRead {
+	var todo []int
+	sum := 0
+	for i := range parts {
+		fp := &parts[i]
+		if fp.redirect || fp.err != nil {
+			continue
+		}
+		b := min(int(fp.req.PartitionMaxBytes), maxBytes)
+		if b <= 0 {
+			continue
+		}
+		sum += b
+		todo = append(todo, i)
+	}
+	if len(todo) < 2 || sum > maxBytes {
+		return nil
+	}
+	pre := make([]partRead, len(parts))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(todo), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(todo) {
+					return
+				}
+				i := todo[k]
+				fp := &parts[i]
+				budget := min(int(fp.req.PartitionMaxBytes), maxBytes)
+				res, err := s.store.Read(ctx, fp.part, fp.req.FetchOffset, fetchReadOptions(budget))
+				pre[i] = partRead{done: true, res: res, err: err}
+			}
+		}()
+	}
+	wg.Wait()
+	return pre
 }
 
 // stableOffset is the partition's last stable offset. Only the leader

@@ -399,7 +399,11 @@ func (c *conn) writeLoop() {
 				c.close()
 				continue
 			}
-			if _, err := bufs.WriteTo(c.nc); err != nil {
+			_, err := bufs.WriteTo(c.nc)
+			if r, ok := sl.resp.(interface{ release() }); ok {
+				r.release() // the frame's batch bytes are no longer needed
+			}
+			if err != nil {
 				broken = true
 				c.close()
 				continue

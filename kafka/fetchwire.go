@@ -25,6 +25,14 @@ type fetchReply struct {
 	parts []fetchPart // in the order of Topics[].Partitions[]
 }
 
+// release hands back the recycled buffers the reply's batches alias; the
+// writer calls it once the frame is on the socket (or failed to get there).
+func (f *fetchReply) release() {
+	for i := range f.parts {
+		f.parts[i].res.Release()
+	}
+}
+
 func appendStr(dst []byte, s string, flexible bool) []byte {
 	if flexible {
 		dst = binary.AppendUvarint(dst, uint64(len(s))+1)

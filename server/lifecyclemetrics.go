@@ -9,9 +9,10 @@ import (
 // lifecycleCollector exports the core's materialization, retention and GC
 // counters (stream.LifecycleStats) at scrape time.
 type lifecycleCollector struct {
-	core    *stream.Core
-	descs   map[string]*prometheus.Desc
-	deleted *prometheus.Desc
+	core     *stream.Core
+	descs    map[string]*prometheus.Desc
+	deleted  *prometheus.Desc
+	adopting *prometheus.Desc
 }
 
 var lifecycleMetrics = []struct {
@@ -37,6 +38,7 @@ var lifecycleMetrics = []struct {
 	{"nereus_gc_deleted_bytes_total", "Bytes of WAL segments and generation objects deleted by GC.", func(s stream.LifecycleStats) float64 { return float64(s.GCBytes) }, false},
 	{"nereus_gc_pending_units", "Physical units and records the last GC pass kept (see nereus gc status).", func(s stream.LifecycleStats) float64 { return float64(s.PendingUnits) }, true},
 	{"nereus_gc_pending_bytes", "Bytes of the units the last GC pass kept, where known.", func(s stream.LifecycleStats) float64 { return float64(s.PendingBytes) }, true},
+	{"nereus_gc_adoptions_total", "Dead nodes' source sets (an Object WAL log, a writer's ledgers) this node adopted for GC.", func(s stream.LifecycleStats) float64 { return float64(s.Adoptions) }, false},
 }
 
 func newLifecycleCollector(c *stream.Core) *lifecycleCollector {
@@ -45,6 +47,7 @@ func newLifecycleCollector(c *stream.Core) *lifecycleCollector {
 		lc.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
 	}
 	lc.deleted = prometheus.NewDesc("nereus_gc_deleted_total", "Things GC deleted, by kind (segment, ledger, generation, record, stream).", []string{"kind"}, nil)
+	lc.adopting = prometheus.NewDesc("nereus_gc_adopting_writers", "Dead nodes' source sets this node has adopted now (as of the last GC pass; nereus gc status lists them).", nil, nil)
 	return lc
 }
 
@@ -53,6 +56,7 @@ func (lc *lifecycleCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- lc.deleted
+	ch <- lc.adopting
 }
 
 func (lc *lifecycleCollector) Collect(ch chan<- prometheus.Metric) {
@@ -68,4 +72,7 @@ func (lc *lifecycleCollector) Collect(ch chan<- prometheus.Metric) {
 		"record": s.GCRecords, "stream": s.GCStreams} {
 		ch <- prometheus.MustNewConstMetric(lc.deleted, prometheus.CounterValue, float64(n), kind)
 	}
+	// GCStatus, not Core.Adopting: the latter waits for an adoption pass
+	// in progress (its I/O), a scrape must not.
+	ch <- prometheus.MustNewConstMetric(lc.adopting, prometheus.GaugeValue, float64(len(lc.core.GCStatus().Adopting)))
 }

@@ -567,7 +567,7 @@ func mergeable(a, b descriptor) bool {
 
 func mergeDescriptors(group []*indexItem) descriptor {
 	d := group[0].d
-	d.enc = nil // about to change
+	d.encV3 = nil // about to change
 	d.Parts = append([]part(nil), d.Parts...)
 	for _, it := range group[1:] {
 		n := it.d
@@ -705,7 +705,6 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = append(cas.ops, op)
 		}
 		d.CumBytes = next.CommittedBytes + d.Bytes
-		d = d.cached() // encoded once, rewritten with the head every round
 		next.Pending = append(next.Pending, d)
 		next.End = d.End
 		next.CommittedBytes = d.CumBytes
@@ -718,6 +717,15 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	if len(cas.ops) > 0 {
 		// Committing refreshes the session lease.
 		next.Session.ExpiresMs = max(next.Session.ExpiresMs, nowMs+m.sessionTTLMs)
+	}
+	// Each Pending descriptor is encoded once against its predecessor and
+	// copied by every later head write (next's Pending is its own array).
+	for i := range next.Pending {
+		var prev *descriptor
+		if i > 0 {
+			prev = &next.Pending[i-1]
+		}
+		next.Pending[i].cachePendingV3(prev)
 	}
 	m.round = append(m.round, roundReq{kind: roundHeadCAS, cas: cas,
 		op: metadata.Op{Kind: metadata.OpPut, Key: m.headKey, Value: next.encode(), Expected: m.version}})

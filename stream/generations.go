@@ -111,37 +111,44 @@ func newGenReader(store objectstore.ObjectStore, cacheBytes int64) *genReader {
 }
 
 func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
-	return g.read(ctx, target, from, maxBytes, nil)
-}
-
-// read is Read that, with rb non-nil, reads into a recycled buffer and
-// adds it to rb (ReadOptions.Recycle).
-func (g *genReader) read(ctx context.Context, target provider.Target, from int64, maxBytes int, rb *readBuffers) ([]provider.ReadEntry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	var entries []generation.Entry
-	if rb != nil {
-		var buf *generation.Buffer
-		entries, buf, err = g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
-		rb.add(buf)
-	} else {
-		entries, err = g.r.Read(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
-	}
-	switch {
-	case errors.Is(err, generation.ErrNotFound):
-		return nil, fmt.Errorf("%w: generation object %s: %w", provider.ErrNotFound, t.Key, err)
-	case errors.Is(err, generation.ErrCorrupt):
-		return nil, fmt.Errorf("%w: generation object %s: %w", provider.ErrCorrupt, t.Key, err)
-	case err != nil:
-		return nil, err
+	entries, err := g.r.Read(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	if err != nil {
+		return nil, genReadError(t.Key, err)
 	}
 	out := make([]provider.ReadEntry, len(entries))
 	for i, e := range entries {
-		out[i] = provider.ReadEntry{Offset: e.Offset, RecordCount: e.RecordCount, Timestamp: e.Timestamp, Payload: e.Payload}
+		out[i] = provider.ReadEntry(e)
 	}
 	return out, nil
+}
+
+// readPooled is Read into a recycled buffer (ReadOptions.Recycle), which
+// it adds to rb; the entries (slice and payloads) belong to that buffer.
+func (g *genReader) readPooled(ctx context.Context, target provider.Target, from int64, maxBytes int, rb *readBuffers) ([]generation.Entry, error) {
+	t, err := decodeGenTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	entries, buf, err := g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	if err != nil {
+		return nil, genReadError(t.Key, err)
+	}
+	rb.add(buf)
+	return entries, nil
+}
+
+func genReadError(key string, err error) error {
+	switch {
+	case errors.Is(err, generation.ErrNotFound):
+		return fmt.Errorf("%w: generation object %s: %w", provider.ErrNotFound, key, err)
+	case errors.Is(err, generation.ErrCorrupt):
+		return fmt.Errorf("%w: generation object %s: %w", provider.ErrCorrupt, key, err)
+	}
+	return err
 }
 
 func (g *genReader) forget(key string) { g.r.Forget(key) }

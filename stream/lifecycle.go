@@ -211,40 +211,56 @@ func (c *Core) List(ctx context.Context, prefix, after string, limit int) ([]Inf
 // read: for a stream this process owns, the owner's committed head (the
 // freshest), otherwise the store's.
 type listedStream struct {
-	info Info
-	h    *head
+	info  Info
+	h     *head
+	owned bool // an owner in this process (h is its committed head)
 }
 
 // listHeads is List keeping the heads, so passes over every stream (GC)
-// need not read each head again. A stream with an owner in this process
-// is not read from the store at all: its committed head is the freshest
-// this process knows (every change of it goes through that owner, and a
-// change by another process fences the owner at its next CAS), and it is
-// what the caller would have been handed anyway. With thousands of owned
-// streams and three periodic passes each listing every stream, those head
-// reads and decodes were most of the background work.
+// need not read each head again.
 func (c *Core) listHeads(ctx context.Context, prefix, after string, limit int) ([]listedStream, error) {
+	var out []listedStream
+	err := c.eachHead(ctx, prefix, after, func(l listedStream) bool {
+		out = append(out, l)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// eachHead calls fn with every live stream whose name has prefix and sorts
+// after `after`, in name order, until fn returns false. A stream with an
+// owner in this process is not read from the store at all: its committed
+// head is the freshest this process knows (every change of it goes through
+// that owner, and a change by another process fences the owner at its next
+// CAS), and it is what the caller would have been handed anyway. With
+// thousands of owned streams and three periodic passes each listing every
+// stream, those head reads and decodes were most of the background work;
+// nothing is collected either, so a pass over every stream holds one page
+// of names at a time.
+func (c *Core) eachHead(ctx context.Context, prefix, after string, fn func(listedStream) bool) error {
 	min := nameKey(prefix)
 	if after != "" && nameKey(after) >= min {
 		min = nameKey(after) + "\x00"
 	}
 	max := nameKey(prefix) + "\xff"
-	var out []listedStream
+	var (
+		ops    []metadata.Op
+		names  []nameRecord
+		owners []*owner
+	)
 	for {
 		recs, err := c.meta.RangeScan(ctx, min, max, 256)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(recs) == 0 {
-			return out, nil
+			return nil
 		}
-		ops := make([]metadata.Op, 0, len(recs))
-		names := make([]nameRecord, 0, len(recs))
-		owners := make([]*owner, 0, len(recs))
+		ops, names, owners = ops[:0], names[:0], owners[:0]
 		for _, r := range recs {
 			nr, err := decodeNameRecord(r.Value)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			names = append(names, nr)
 			o := c.owner(nr.ID)
@@ -256,14 +272,13 @@ func (c *Core) listHeads(ctx context.Context, prefix, after string, limit int) (
 		var res []metadata.Result
 		if len(ops) > 0 {
 			if res, err = c.meta.Batch(ctx, ops); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		for i, o := range owners {
-			var l listedStream
+			l := listedStream{owned: o != nil}
 			if o != nil {
 				l.h, _ = o.committed()
-				l.info = l.h.info()
 			} else {
 				r := res[0]
 				res = res[1:]
@@ -271,21 +286,20 @@ func (c *Core) listHeads(ctx context.Context, prefix, after string, limit int) (
 				case r.Err == nil:
 					l.h, err = decodeHead(r.Record.Value)
 					if err != nil {
-						return nil, err
+						return err
 					}
 				case errors.Is(r.Err, metadata.ErrKeyNotFound):
 					l.h = newHead(names[i]) // creation in progress; its head is implied
 				default:
-					return nil, r.Err
+					return r.Err
 				}
-				l.info = l.h.info()
 			}
 			if l.h.State == StateDeleting || l.h.State == StateDeleted {
 				continue
 			}
-			out = append(out, l)
-			if limit > 0 && len(out) >= limit {
-				return out, nil
+			l.info = l.h.info()
+			if !fn(l) {
+				return nil
 			}
 		}
 		min = recs[len(recs)-1].Key + "\x00"

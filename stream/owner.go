@@ -37,9 +37,12 @@ type owner struct {
 	mu       sync.Mutex
 	m        *commitMachine
 	flushing bool
-	changed  chan struct{} // closed and replaced at every head change
-	idleCh   chan struct{} // closed while no admitted append is unresolved
-	isIdle   bool
+	// changed is closed at the next head change; idleCh when no admitted
+	// append is unresolved. Both are made only when someone waits
+	// (notifyState, drain) and dropped once closed: with one append per
+	// commit, making them eagerly was two channels per append.
+	changed  chan struct{}
+	idleCh   chan struct{}
 	timerAt  int64 // wake-up armed for this time (ms), 0: none
 	stopTime func() bool
 
@@ -64,10 +67,8 @@ func (c *Core) dropOwner(o *owner) {
 func newOwner(c *Core, h *head, v metadata.Version, sess Session, prov provider.Provider) *owner {
 	o := &owner{
 		c: c, id: h.ID, prov: prov, cm: c.committerFor(h.ID),
-		m:       newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
-		changed: make(chan struct{}), idleCh: make(chan struct{}), isIdle: true,
+		m: newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
 	}
-	close(o.idleCh)
 	return o
 }
 
@@ -89,8 +90,7 @@ func (o *owner) flushLocked() {
 		}
 		var changed chan struct{}
 		if rd.headChanged {
-			changed = o.changed
-			o.changed = make(chan struct{})
+			changed, o.changed = o.changed, nil
 		}
 		o.syncIdleLocked()
 		o.mu.Unlock()
@@ -101,13 +101,9 @@ func (o *owner) flushLocked() {
 }
 
 func (o *owner) syncIdleLocked() {
-	if idle := o.m.idle(); idle != o.isIdle {
-		o.isIdle = idle
-		if idle {
-			close(o.idleCh)
-		} else {
-			o.idleCh = make(chan struct{})
-		}
+	if o.idleCh != nil && o.m.idle() {
+		close(o.idleCh)
+		o.idleCh = nil
 	}
 }
 
@@ -140,6 +136,8 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	}
 	if changed != nil {
 		close(changed)
+	}
+	if rd.headChanged {
 		c.watch.local(o.id)
 	}
 	for _, r := range rd.releases {
@@ -215,6 +213,9 @@ func (o *owner) info() Info {
 func (o *owner) notifyState() (int64, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.changed == nil {
+		o.changed = make(chan struct{})
+	}
 	return o.m.head.End, o.changed
 }
 
@@ -259,6 +260,13 @@ func (o *owner) mutate(ctx context.Context, m mutation) (*head, error) {
 // drain waits until every admitted append has resolved or ctx ends.
 func (o *owner) drain(ctx context.Context) {
 	o.mu.Lock()
+	if o.m.idle() {
+		o.mu.Unlock()
+		return
+	}
+	if o.idleCh == nil {
+		o.idleCh = make(chan struct{})
+	}
 	idle := o.idleCh
 	o.mu.Unlock()
 	select {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nereusstream/nereus-go/stream/generation"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -197,8 +198,9 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 					continue
 				}
 				var entries []provider.ReadEntry
+				var gens []generation.Entry // a recycled generation read's, used as is (no conversion slice)
 				if g, ok := p.(*genReader); ok && rb != nil {
-					entries, err = g.read(ctx, pt.Target, next, opts.MaxBytes-size, rb)
+					gens, err = g.readPooled(ctx, pt.Target, next, opts.MaxBytes-size, rb)
 				} else {
 					entries, err = p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
 				}
@@ -217,9 +219,15 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 					c.metrics.walReads.Add(1)
 				}
 				if out == nil {
-					out = make([]ReadEntry, 0, outCap(entries, opts))
+					out = make([]ReadEntry, 0, outCap(len(entries)+len(gens), payloadBytes(entries, gens), opts))
 				}
-				for _, e := range entries {
+				for k := range len(entries) + len(gens) {
+					var e provider.ReadEntry
+					if gens != nil {
+						e = provider.ReadEntry(gens[k])
+					} else {
+						e = entries[k]
+					}
 					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
 						continue
 					}
@@ -246,16 +254,25 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 // entries as the read's byte budget holds at their average size (within
 // MaxEntries), so a catch-up read of many small entries fills one slice
 // instead of growing it by doubling.
-func outCap(first []provider.ReadEntry, opts ReadOptions) int {
-	n, size := len(first), 0
-	for _, e := range first {
-		size += len(e.Payload)
-	}
+func outCap(n, size int, opts ReadOptions) int {
 	if n == 0 || size == 0 {
 		return min(n, opts.MaxEntries)
 	}
 	want := int(min(int64(opts.MaxBytes)*int64(n)/int64(size)+1, int64(opts.MaxEntries)))
 	return max(min(want, opts.MaxEntries), min(n, opts.MaxEntries))
+}
+
+// payloadBytes is the payload total of a part's entries (one of the two
+// is empty).
+func payloadBytes(entries []provider.ReadEntry, gens []generation.Entry) int {
+	size := 0
+	for _, e := range entries {
+		size += len(e.Payload)
+	}
+	for _, e := range gens {
+		size += len(e.Payload)
+	}
+	return size
 }
 
 // runsFrom returns up to limit committed sources in offset order, the first

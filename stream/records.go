@@ -88,11 +88,14 @@ func parseHeadKey(key string) (ID, bool) {
 //
 // v2 of the head adds the generation fields (GenThrough, GenIndexedThrough,
 // NextGen, GenPending) and v2 descriptors add their Lineage; a v1 record
-// reads as a head with no generations.
+// reads as a head with no generations. v3 of the head encodes its Pending
+// descriptors relative to each other (records_pending.go); everything else
+// is as in v2. Writers write v3; readers read v1 to v3.
 const (
 	nameRecordV1 = 1
 	headRecordV1 = 1
 	headRecordV2 = 2
+	headRecordV3 = 3
 	descRecordV1 = 1
 	descRecordV2 = 2
 )
@@ -196,21 +199,14 @@ type descriptor struct {
 	// identity after its WAL descriptor was retired.
 	Lineage []lineage
 
-	// enc caches d's current-version encoding (not stored itself): a
-	// descriptor in a head's Pending list never changes, but the whole
-	// head is written by every commit round, so each descriptor is
-	// encoded once instead of once per round. Whoever changes a field
-	// after encoding must drop it (withoutCache).
-	enc []byte
-}
-
-// cached returns d with its current-version encoding cached.
-func (d descriptor) cached() descriptor {
-	w := bin.Writer{B: make([]byte, 0, d.sizeHint())}
-	d.enc = nil
-	d.encodeTo(&w, headRecordV2)
-	d.enc = w.B
-	return d
+	// encV3 caches d's v3 Pending encoding against the predecessor
+	// encV3Prev identifies (not stored itself): a descriptor in a head's
+	// Pending list never changes, but the whole head is written by every
+	// commit round, so each descriptor is encoded once instead of once per
+	// round (cachePendingV3). Whoever changes a field of a descriptor that
+	// may carry it must drop it.
+	encV3     []byte
+	encV3Prev pendingKey
 }
 
 // lineage is a span of one session's commits FirstCommit..Commit.
@@ -281,10 +277,6 @@ func (d descriptor) partEnd(i int) int64 {
 }
 
 func (d descriptor) encodeTo(w *bin.Writer, version uint8) {
-	if d.enc != nil && version == headRecordV2 {
-		w.B = append(w.B, d.enc...)
-		return
-	}
 	w.Varint(d.Start)
 	w.Varint(d.End)
 	w.Uvarint(uint64(d.Entries))
@@ -481,8 +473,8 @@ func (h *head) info() Info {
 func (h *head) encode() []byte {
 	size := 256 + len(h.Name) + h.Producers.Len()*128
 	for _, d := range h.Pending {
-		size += len(d.enc)
-		if d.enc == nil {
+		size += len(d.encV3)
+		if d.encV3 == nil {
 			size += d.sizeHint()
 		}
 	}
@@ -490,7 +482,7 @@ func (h *head) encode() []byte {
 		size += d.sizeHint()
 	}
 	w := bin.Writer{B: make([]byte, 0, size)}
-	w.U8(headRecordV2)
+	w.U8(headRecordV3)
 	w.U64(uint64(h.ID))
 	w.String(h.Name)
 	w.U8(uint8(h.Profile))
@@ -511,8 +503,12 @@ func (h *head) encode() []byte {
 	w.Uvarint(h.Commits)
 	w.Varint(h.IndexedThrough)
 	w.Uvarint(uint64(len(h.Pending)))
-	for _, d := range h.Pending {
-		d.encodeTo(&w, headRecordV2)
+	for i := range h.Pending {
+		var prev *descriptor
+		if i > 0 {
+			prev = &h.Pending[i-1]
+		}
+		h.Pending[i].encodePendingV3(&w, prev)
 	}
 	w.Varint(h.GenThrough)
 	w.Varint(h.GenIndexedThrough)
@@ -533,7 +529,7 @@ func decodeHead(b []byte) (*head, error) {
 	}
 	r := bin.Reader{B: body}
 	v := r.U8()
-	if v != headRecordV1 && v != headRecordV2 {
+	if v != headRecordV1 && v != headRecordV2 && v != headRecordV3 {
 		return nil, fmt.Errorf("%w: head version %d", ErrCorrupt, v)
 	}
 	h := &head{ID: ID(r.U64()), Name: r.String(), Profile: Profile(r.U8()), State: State(r.U8()), CreatedMs: r.Varint()}
@@ -544,14 +540,27 @@ func decodeHead(b []byte) (*head, error) {
 	h.Commits = r.Uvarint()
 	h.IndexedThrough = r.Varint()
 	n := r.Len(1 << 20)
-	for i := 0; i < n && r.Err() == nil; i++ {
-		h.Pending = append(h.Pending, decodeDescriptorFrom(&r, v))
+	if v == headRecordV3 {
+		h.Pending = make([]descriptor, 0, n)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			var prev *descriptor
+			if i > 0 {
+				prev = &h.Pending[i-1]
+			}
+			h.Pending = append(h.Pending, decodePendingV3(&r, prev))
+		}
+	} else {
+		for i := 0; i < n && r.Err() == nil; i++ {
+			h.Pending = append(h.Pending, decodeDescriptorFrom(&r, v))
+		}
 	}
 	if v >= headRecordV2 {
+		// GenPending is encoded as in v2 in v3 heads too.
+		dv := min(v, headRecordV2)
 		h.GenThrough, h.GenIndexedThrough, h.GenCumBytes, h.NextGen = r.Varint(), r.Varint(), r.Varint(), r.Uvarint()
 		n := r.Len(1 << 20)
 		for i := 0; i < n && r.Err() == nil; i++ {
-			h.GenPending = append(h.GenPending, decodeDescriptorFrom(&r, v))
+			h.GenPending = append(h.GenPending, decodeDescriptorFrom(&r, dv))
 		}
 	}
 	if r.Err() != nil {

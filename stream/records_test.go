@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/bin"
 	"github.com/nereusstream/nereus-go/stream/internal/dedup"
 )
 
@@ -67,6 +69,8 @@ func TestCorruptRecordsAreErrors(t *testing.T) {
 // accept again with the same meaning.
 func FuzzDecodeRecords(f *testing.F) {
 	f.Add(sampleHead().encode())
+	f.Add(objectWALHead().encode())
+	f.Add(encodeHeadV2(objectWALHead()))
 	f.Add(sampleHead().Pending[0].encodeIndexRecord())
 	f.Add(nameRecord{ID: 1, Name: "x"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -90,28 +94,147 @@ func FuzzDecodeRecords(f *testing.F) {
 	})
 }
 
-// TestCachedDescriptorEncoding: a head whose Pending descriptors carry
-// their cached encoding (as the commit round builds them) is byte for byte
-// the head encoded from scratch, and so are index records.
-func TestCachedDescriptorEncoding(t *testing.T) {
+// objectWALHead is a head as an Object WAL stream's commits leave it: a
+// chain of single-run descriptors whose targets differ in the segment key's
+// last digits and the offsets, then one from another session.
+func objectWALHead() *head {
 	h := sampleHead()
-	plain := h.encode()
-	plainIndex := h.Pending[0].encodeIndexRecord()
-	h.Pending[0] = h.Pending[0].cached()
-	if !bytes.Equal(h.encode(), plain) {
-		t.Fatal("head with cached descriptor encodings differs")
+	h.Pending = nil
+	end, cum := int64(20), int64(1000)
+	for i := range 7 {
+		seg := fmt.Sprintf("wal/b1/seg/01M8S2GP5YHZB6CJVEN7P1J7Z4/%016x", 6+i/3)
+		t := append([]byte{1, byte(len(seg))}, seg...)
+		t = append(t, byte(i*40), 40, 1)
+		d := descriptor{Start: end, End: end + 1, Entries: 1, Bytes: 1024, CumBytes: cum + 1024, MinTS: 1700000000000 + int64(i), MaxTS: 1700000000000 + int64(i),
+			Epoch: 3, Token: 99, FirstCommit: uint64(5 + i), Commit: uint64(5 + i), Provider: "objectwal", Parts: []part{{Start: end, Target: t}}}
+		end, cum = d.End, d.CumBytes
+		h.Pending = append(h.Pending, d)
 	}
-	if !bytes.Equal(h.Pending[0].encodeIndexRecord(), plainIndex) {
-		t.Fatal("index record from a cached descriptor differs")
+	h.Pending = append(h.Pending, descriptor{Start: end, End: end + 5, Entries: 2, Bytes: 10, CumBytes: cum + 10, MinTS: 5, MaxTS: -3,
+		Epoch: 4, Token: 7, FirstCommit: 1, Commit: 2, Generation: 2, Provider: "bookkeeper",
+		Parts:   []part{{Start: end, Target: []byte("ledger-1")}, {Start: end + 3, Target: []byte("ledger-12")}},
+		Lineage: []lineage{{Epoch: 1, Token: 2, FirstCommit: 3, Commit: 4}}})
+	h.End, h.CommittedBytes = end+5, cum+10
+	return h
+}
+
+func withoutCaches(ds []descriptor) []descriptor {
+	out := make([]descriptor, len(ds))
+	for i, d := range ds {
+		d.encV3, d.encV3Prev = nil, pendingKey{}
+		out[i] = d
 	}
-	// Merging drops the cache: the merged descriptor encodes its own fields.
-	d2 := descriptor{Start: 20, End: 25, Entries: 1, Bytes: 50, CumBytes: 1050, Epoch: 3, Token: 99, FirstCommit: 5, Commit: 5,
-		Provider: "objectwal", Parts: []part{{Start: 20, Target: []byte("seg-c")}}}.cached()
-	m := mergeDescriptors([]*indexItem{{d: h.Pending[0]}, {d: d2}})
-	got, err := decodeIndexRecord(m.encodeIndexRecord())
-	if err != nil || got.Start != 10 || got.End != 25 || len(got.Parts) != 3 || got.Commit != 5 {
-		t.Fatalf("merged cached descriptors: %+v, %v", got, err)
+	return out
+}
+
+// TestPendingV3: a v3 head's Pending descriptors, encoded against each
+// other, decode to exactly the descriptors written; the cached encodings
+// the commit round keeps are byte for byte the fresh ones, also after the
+// first descriptors were dropped (the cache names its predecessor); and
+// the head is much smaller than its v2 encoding, which still decodes.
+func TestPendingV3(t *testing.T) {
+	h := objectWALHead()
+	fresh := h.encode()
+	got, err := decodeHead(fresh)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(withoutCaches(got.Pending), withoutCaches(h.Pending)) {
+		t.Fatalf("v3 Pending does not round-trip:\n got %+v\nwant %+v", got.Pending, h.Pending)
+	}
+	if !bytes.Equal(got.encode(), fresh) {
+		t.Fatal("v3 head does not re-encode to the same bytes")
+	}
+
+	cache := func(h *head) {
+		for i := range h.Pending {
+			var prev *descriptor
+			if i > 0 {
+				prev = &h.Pending[i-1]
+			}
+			h.Pending[i].cachePendingV3(prev)
+		}
+	}
+	cache(h)
+	if !bytes.Equal(h.encode(), fresh) {
+		t.Fatal("head with cached descriptor encodings differs from the fresh encoding")
+	}
+	// Confirmed runs leave Pending: the new first descriptor's cache was
+	// made against a predecessor that is gone and must not be used.
+	h2 := h.clone()
+	h2.Pending = h2.Pending[2:]
+	plain := h2.clone()
+	plain.Pending = withoutCaches(plain.Pending)
+	if !bytes.Equal(h2.encode(), plain.encode()) {
+		t.Fatal("a cache made against a dropped predecessor was used")
+	}
+	if d, err := decodeHead(h2.encode()); err != nil || !reflect.DeepEqual(withoutCaches(d.Pending), withoutCaches(h2.Pending)) {
+		t.Fatalf("after dropping: %v", err)
+	}
+
+	v2 := encodeHeadV2(h)
+	old, err := decodeHead(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(withoutCaches(old.Pending), withoutCaches(h.Pending)) || old.End != h.End {
+		t.Fatal("v2 head no longer decodes to the same head")
+	}
+	if !bytes.Equal(old.encode(), fresh) {
+		t.Fatal("a v2 head re-encodes differently from the v3 head it equals")
+	}
+	t.Logf("head with %d pending descriptors: v2 %d bytes, v3 %d bytes", len(h.Pending), len(v2), len(fresh))
+	if len(fresh) >= len(v2)*2/3 {
+		t.Fatalf("v3 head is %d bytes, v2 %d: the delta encoding saves less than a third", len(fresh), len(v2))
+	}
+
+	// Merging drops the cache: the merged index record encodes its own fields.
+	m := mergeDescriptors([]*indexItem{{d: h.Pending[0]}, {d: h.Pending[1]}})
+	if m.encV3 != nil {
+		t.Fatal("merged descriptor kept a cached encoding")
+	}
+	if d, err := decodeIndexRecord(m.encodeIndexRecord()); err != nil || d.Start != h.Pending[0].Start || d.End != h.Pending[1].End || len(d.Parts) != 2 {
+		t.Fatalf("merged descriptors: %+v, %v", d, err)
+	}
+}
+
+// encodeHeadV2 is the v2 head encoder as it was, so v2 records stay tested.
+func encodeHeadV2(h *head) []byte {
+	w := bin.Writer{}
+	w.U8(headRecordV2)
+	w.U64(uint64(h.ID))
+	w.String(h.Name)
+	w.U8(uint8(h.Profile))
+	w.U8(uint8(h.State))
+	w.Varint(h.CreatedMs)
+	encodeAttrs(&w, h.Attributes)
+	w.Varint(int64(h.Retention.Time / time.Millisecond))
+	w.Varint(h.Retention.Bytes)
+	w.Varint(h.Start)
+	w.Varint(h.End)
+	w.Varint(h.CommittedBytes)
+	w.Varint(h.StartBytes)
+	w.Uvarint(h.Session.Epoch)
+	w.U64(h.Session.Token)
+	w.String(h.Session.Writer)
+	w.Varint(h.Session.Authority)
+	w.Varint(h.Session.ExpiresMs)
+	w.Uvarint(h.Commits)
+	w.Varint(h.IndexedThrough)
+	w.Uvarint(uint64(len(h.Pending)))
+	for _, d := range h.Pending {
+		d.encodeTo(&w, headRecordV2)
+	}
+	w.Varint(h.GenThrough)
+	w.Varint(h.GenIndexedThrough)
+	w.Varint(h.GenCumBytes)
+	w.Uvarint(h.NextGen)
+	w.Uvarint(uint64(len(h.GenPending)))
+	for _, d := range h.GenPending {
+		d.encodeTo(&w, headRecordV2)
+	}
+	w.B = h.Producers.AppendEncode(w.B)
+	return w.Seal()
 }
 
 func TestKeysMatchTheirFormat(t *testing.T) {

@@ -129,14 +129,6 @@ func (c *Core) retentionCut(ctx context.Context, h *head) (int64, error) {
 	return trimTo, nil
 }
 
-// owns reports whether this process does stream h's lifecycle work.
-func (c *Core) owns(in Info) bool {
-	if c.owner(in.ID) != nil {
-		return true
-	}
-	return c.cfg.Ownership == nil || c.cfg.Ownership.OwnsStream(in.Name)
-}
-
 // forOwnedStreams calls fn for every live stream this process owns, in name
 // order. fn's errors are logged per stream and do not stop the pass.
 func (c *Core) forOwnedStreams(ctx context.Context, fn func(Info) error) error {
@@ -144,29 +136,20 @@ func (c *Core) forOwnedStreams(ctx context.Context, fn func(Info) error) error {
 }
 
 // forOwnedHeads is forOwnedStreams also handing fn the head the listing
-// read (see listHeads); it returns nil only when it visited every stream.
+// read (see eachHead); it returns nil only when it visited every stream.
 func (c *Core) forOwnedHeads(ctx context.Context, fn func(Info, *head) error) error {
-	after := ""
-	for {
-		ls, err := c.listHeads(ctx, "", after, 512)
-		if err != nil {
-			return err
+	err := c.eachHead(ctx, "", "", func(l listedStream) bool {
+		in := l.info
+		if !l.owned && c.cfg.Ownership != nil && !c.cfg.Ownership.OwnsStream(in.Name) {
+			return true
 		}
-		if len(ls) == 0 {
-			return nil
+		if err := fn(in, l.h); err != nil && !errors.Is(err, ErrStreamNotFound) && ctx.Err() == nil {
+			c.log.Warn("lifecycle work failed", "stream", in.ID, "name", in.Name, "err", err)
 		}
-		for _, l := range ls {
-			in := l.info
-			after = in.Name
-			if !c.owns(in) {
-				continue
-			}
-			if err := fn(in, l.h); err != nil && !errors.Is(err, ErrStreamNotFound) && ctx.Err() == nil {
-				c.log.Warn("lifecycle work failed", "stream", in.ID, "name", in.Name, "err", err)
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = ctx.Err()
 	}
+	return err
 }

@@ -39,8 +39,9 @@ type simKilled struct{}
 // simWaiter is a coroutine parked in await: it is woken (at the current
 // simulated time) once one of its channels is closed.
 type simWaiter struct {
-	c   *simCoro
-	chs []<-chan struct{}
+	c    *simCoro
+	chs  []<-chan struct{}
+	cond func() bool // or, if set, once cond holds (wal.Runtime.Block)
 }
 
 // spawn starts fn as a coroutine of p after delay d (p's event: it never
@@ -133,6 +134,20 @@ func (w *simWorld) awaitCoro(chs ...<-chan struct{}) {
 	c.park()
 }
 
+// blockCoro parks the running coroutine until ready holds (polled after
+// every event); in event context (no coroutine running) it returns at once
+// and the caller must not block (wal.Runtime.Block's contract).
+func (w *simWorld) blockCoro(ready func() bool) {
+	c := w.current
+	if c == nil {
+		return
+	}
+	for !ready() {
+		w.waiters = append(w.waiters, &simWaiter{c: c, cond: ready})
+		c.park()
+	}
+}
+
 // wakeWaiters schedules every waiter whose channel closed (after each
 // event, in registration order).
 func (w *simWorld) wakeWaiters() {
@@ -141,7 +156,7 @@ func (w *simWorld) wakeWaiters() {
 	}
 	keep := w.waiters[:0]
 	for _, wt := range w.waiters {
-		if ready(wt.chs) {
+		if wt.cond != nil && wt.cond() || wt.cond == nil && ready(wt.chs) {
 			c := wt.c
 			w.after(0, c.p, func() { w.run(c) })
 			continue

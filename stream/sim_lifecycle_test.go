@@ -213,7 +213,7 @@ func (h *simHarness) oracleLog(audit *simProc, st *simStream) (string, bool) {
 		h.violate("audit: stream %d has no head", st.idx)
 		return "", false
 	}
-	log, err := h.meta.oracle.log(st.id, hd.End, h.disks)
+	log, err := h.meta.oracle.log(st.id, hd.End, h.rawRun)
 	if err != nil {
 		h.violate("audit: stream %d: %v", st.idx, err)
 		return "", false

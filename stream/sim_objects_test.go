@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -30,6 +31,19 @@ type simObjects struct {
 	grave    map[string][]byte
 	next     uint64
 	onDelete func(key string)
+	// the real Object WAL's traffic (seeds with realWAL): segments PUT and
+	// deleted, manifest writes (claims, commits, truncations)
+	segPuts, segDeletes, manifestPuts int
+	// downUntil: until this simulated time every GET, PUT and DELETE fails
+	// (an outage of the store; ranged reads still answer)
+	downUntil int64
+}
+
+func (s *simObjects) down() error {
+	if s.w.now < s.downUntil {
+		return errors.New("sim: object store unreachable")
+	}
+	return nil
 }
 
 type simObject struct {
@@ -56,6 +70,9 @@ func (s *simObjects) latency() {
 
 func (s *simObjects) Get(ctx context.Context, key string) ([]byte, objectstore.UpdateVersion, error) {
 	s.latency()
+	if err := s.down(); err != nil {
+		return nil, objectstore.UpdateVersion{}, err
+	}
 	o := s.objs[key]
 	if o == nil {
 		return nil, objectstore.UpdateVersion{}, objectstore.ErrNotFound
@@ -89,6 +106,9 @@ func (s *simObjects) Head(ctx context.Context, key string) (objectstore.ObjectIn
 func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts objectstore.PutOptions) (objectstore.UpdateVersion, error) {
 	data = slices.Clone(data)
 	s.latency()
+	if err := s.down(); err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
 	if s.w.chance(s.w.faults.walFail) {
 		return objectstore.UpdateVersion{}, fmt.Errorf("sim: object PUT failed before applying: %w", objectstore.ErrConflict)
 	}
@@ -106,6 +126,7 @@ func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts obje
 	s.next++
 	o := &simObject{data: data, version: s.next, mod: s.w.now}
 	s.objs[key] = o
+	s.count(key, &s.segPuts, &s.manifestPuts)
 	if s.w.chance(s.w.faults.walLost) {
 		return objectstore.UpdateVersion{}, fmt.Errorf("sim: object PUT applied, response lost")
 	}
@@ -113,6 +134,9 @@ func (s *simObjects) Put(ctx context.Context, key string, data []byte, opts obje
 }
 
 func (s *simObjects) Delete(ctx context.Context, key string, ifVersion *objectstore.UpdateVersion) error {
+	if err := s.down(); err != nil {
+		return err
+	}
 	if s.w.chance(s.w.faults.walFail) {
 		return fmt.Errorf("sim: object DELETE failed before applying: %w", objectstore.ErrConflict)
 	}
@@ -128,10 +152,23 @@ func (s *simObjects) Delete(ctx context.Context, key string, ifVersion *objectst
 	}
 	s.grave[key] = o.data
 	delete(s.objs, key)
+	s.count(key, &s.segDeletes, nil)
 	if s.w.chance(s.w.faults.walLost) {
 		return fmt.Errorf("sim: object DELETE applied, response lost")
 	}
 	return nil
+}
+
+func (s *simObjects) count(key string, seg, manifest *int) {
+	if !strings.HasPrefix(key, "wal/") {
+		return
+	}
+	switch {
+	case strings.Contains(key, "/seg/"):
+		*seg++
+	case manifest != nil && strings.HasSuffix(key, "/manifest"):
+		*manifest++
+	}
 }
 
 func (s *simObjects) List(ctx context.Context, prefix string) iter.Seq2[objectstore.ObjectInfo, error] {

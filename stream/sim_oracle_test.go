@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
 // The oracle: what was committed, independent of what GC later deleted.
@@ -138,7 +139,7 @@ func (o *simOracle) isCommitted(id ID, epoch, token, commit uint64, start, end i
 // lost run. Descriptors are taken apart into their runs (parts): the
 // index may hold one record for several consecutive commits that the
 // head's Pending listed one by one.
-func (o *simOracle) log(id ID, end int64, disks map[string]*simDisk) (string, error) {
+func (o *simOracle) log(id ID, end int64, rawRun func(prov string, target []byte, start int64) (provider.Run, bool)) (string, error) {
 	type runPart struct {
 		start, end int64
 		provider   string
@@ -163,16 +164,12 @@ func (o *simOracle) log(id ID, end int64, disks map[string]*simDisk) (string, er
 		if rp.start != next {
 			return "", fmt.Errorf("committed history of %v has a gap or overlap at %d (next run [%d, %d)): two runs committed for one offset, or none", id, next, rp.start, rp.end)
 		}
-		disk := disks[rp.provider]
-		if disk == nil {
-			return "", fmt.Errorf("run [%d, %d) of %v names provider %q", rp.start, rp.end, id, rp.provider)
+		run, ok := rawRun(rp.provider, []byte(rp.target), rp.start)
+		if !ok || run.Start != rp.start {
+			return "", fmt.Errorf("committed run [%d, %d) of %v (provider %q) was never durable", rp.start, rp.end, id, rp.provider)
 		}
-		r, ok := disk.rawRun([]byte(rp.target))
-		if !ok || r.run.Start != rp.start {
-			return "", fmt.Errorf("committed run [%d, %d) of %v was never durable", rp.start, rp.end, id)
-		}
-		off := r.run.Start
-		for _, e := range r.run.Entries {
+		off := run.Start
+		for _, e := range run.Entries {
 			b.WriteString(entryString(string(e.Payload), off, e.RecordCount))
 			off += int64(e.RecordCount)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
 
 // simWorld is one deterministic simulation: a simulated clock, one seeded
@@ -141,14 +142,17 @@ func (w *simWorld) tracef(format string, args ...any) {
 // simProc is one simulated broker process incarnation's view of the world:
 // it implements the core's runtime on the world's clock and queue.
 type simProc struct {
-	w      *simWorld
-	name   string // WriterID
-	inc    int    // incarnation; bumps at every restart
-	alive  bool
-	core   *Core
-	wals   []*simWAL
-	meta   *simMeta
-	broker int
+	w     *simWorld
+	name  string // WriterID
+	inc   int    // incarnation; bumps at every restart
+	alive bool
+	core  *Core
+	wals  []*simWAL
+	ow    *objectwal.Provider // the real Object WAL (seeds with realWAL), or nil
+	// quietStart: started in the quiet phase (no faults: it must come up)
+	quietStart bool
+	meta       *simMeta
+	broker     int
 }
 
 var _ runtime = (*simProc)(nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/objectwal"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
@@ -69,10 +70,13 @@ type simHarness struct {
 	// (settling an unknown outcome through the offset index) keep their
 	// share within CI's time box.
 	lifecycle bool
-	retain    time.Duration // this seed's retention pass interval
-	brokers   []*simProc    // current incarnation per broker
-	streams   []*simStream
-	pending   []*simPending
+	// realWAL: the brokers' Object WAL is the real stream/objectwal on the
+	// simulated object store (sim_objectwal_test.go), not simWAL.
+	realWAL bool
+	retain  time.Duration // this seed's retention pass interval
+	brokers []*simProc    // current incarnation per broker
+	streams []*simStream
+	pending []*simPending
 
 	// commitShards is this seed's Config.CommitShards (1–3, from the seed
 	// alone so no other draw moves): rounds of different shards overlap.
@@ -92,6 +96,11 @@ type simStats struct {
 	// lifecycle: generations published, WAL units and generation objects
 	// GC deleted, trims by retention
 	generations, unitsDeleted, objectsDeleted, retentionTrims int
+	// the real Object WAL (seeds with realWAL): seeds, segments PUT and
+	// deleted by truncation or GC, manifest writes
+	realWALSeeds, walSegments, walSegmentsDeleted, walManifestWrites int
+	// object-store outages, and re-claims after a halt they caused
+	walOutages, walRecoveries int
 }
 
 type simStream struct {
@@ -154,16 +163,16 @@ var simCtx = context.Background()
 // ---- Processes ----
 
 func (h *simHarness) startBroker(b int, inc int) *simProc {
-	p := &simProc{w: h.w, name: fmt.Sprintf("b%d", b), inc: inc, alive: true, meta: h.meta, broker: b}
-	ow := &simWAL{p: p, disk: h.disks["objectwal"], lane: map[uint64]int64{}}
+	p := &simProc{w: h.w, name: fmt.Sprintf("b%d", b), inc: inc, alive: true, meta: h.meta, broker: b, quietStart: h.quiet}
 	bk := &simWAL{p: p, disk: h.disks["bookkeeper"], lane: map[uint64]int64{}}
+	if h.realWAL {
+		p.wals = []*simWAL{bk}
+		h.w.spawn(0, p, func() { h.openRealWAL(p, bk) })
+		return p
+	}
+	ow := &simWAL{p: p, disk: h.disks["objectwal"], lane: map[uint64]int64{}}
 	p.wals = []*simWAL{ow, bk}
-	// The real materializer, retention and GC run on every broker, on the
-	// shared simulated object store, as simulated goroutines.
-	c, err := Open(simCtx, Config{Metadata: h.meta, ObjectWAL: ow, BookKeeperWAL: bk, WriterID: p.name,
-		ObjectStore: h.objs, Lifecycle: h.lc,
-		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16, CommitShards: h.commitShards,
-		Logger: h.logger(p), runtime: p})
+	c, err := Open(simCtx, h.coreConfig(p, ow, bk))
 	if err != nil {
 		h.violate("broker %s failed to start: %v", p.name, err)
 		p.alive = false
@@ -172,6 +181,16 @@ func (h *simHarness) startBroker(b int, inc int) *simProc {
 	p.core = c
 	h.w.tracef("broker %s incarnation %d started", p.name, inc)
 	return p
+}
+
+// coreConfig is broker p's Core configuration. The real materializer,
+// retention and GC run on every broker, on the shared simulated object
+// store, as simulated goroutines.
+func (h *simHarness) coreConfig(p *simProc, ow, bk provider.Provider) Config {
+	return Config{Metadata: h.meta, ObjectWAL: ow, BookKeeperWAL: bk, WriterID: p.name,
+		ObjectStore: h.objs, Lifecycle: h.lc,
+		SessionTTL: 600 * time.Millisecond, RetentionInterval: h.retain, MaxPendingRuns: 16, CommitShards: h.commitShards,
+		Logger: h.logger(p), runtime: p}
 }
 
 // logger discards the core's log, or writes it into the trace (-sim.trace).
@@ -201,7 +220,7 @@ func (l simLogWriter) Write(b []byte) (int, error) {
 func (h *simHarness) alive() []*simProc {
 	var out []*simProc
 	for _, p := range h.brokers {
-		if p.alive {
+		if p.up() {
 			out = append(out, p)
 		}
 	}
@@ -214,6 +233,7 @@ func (h *simHarness) crash(b int) {
 		return
 	}
 	h.stats.crashes++
+	h.countRecoveries(p)
 	h.w.tracef("CRASH broker %s incarnation %d", p.name, p.inc)
 	for _, wal := range p.wals {
 		wal.crash()
@@ -247,7 +267,7 @@ func (h *simHarness) writerTick(wr *simWriter) {
 		if wr.proc != nil && !wr.proc.alive {
 			// Often the controller waits for the broker to come back, so
 			// its restart (and intent recovery) precedes the takeover.
-			if cur := h.brokers[wr.proc.broker]; cur.alive {
+			if cur := h.brokers[wr.proc.broker]; cur.up() {
 				on = cur
 			} else if h.w.chance(0.7) {
 				return
@@ -610,12 +630,22 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	h.objs = newSimObjects(w)
 	h.commitShards = 1 + int(uint64(seed)%3)
 	h.setupLifecycle()
+	h.chooseRealWAL()
 	defer func() {
 		if r := recover(); r != nil {
 			h.violate("panic: %v\n%s", r, debug.Stack())
 		}
 		w.current = nil
 		w.killCoros(nil) // no simulated goroutine outlives its seed
+		if h.realWAL {
+			for _, p := range h.brokers {
+				if p.alive {
+					h.countRecoveries(p)
+				}
+			}
+			h.stats.realWALSeeds++
+			h.stats.walSegments, h.stats.walSegmentsDeleted, h.stats.walManifestWrites = h.objs.segPuts, h.objs.segDeletes, h.objs.manifestPuts
+		}
 		res = simResult{seed: seed, violations: h.violations, stats: h.stats, steps: w.steps}
 		if w.trace != nil {
 			res.trace = w.trace.String()
@@ -631,6 +661,9 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	nb := 2 + rng.Intn(2)
 	for b := 0; b < nb; b++ {
 		h.brokers = append(h.brokers, h.startBroker(b, 1))
+	}
+	if !h.awaitUp(h.brokers...) {
+		return
 	}
 	ns := 1 + rng.Intn(3)
 	for i := 0; i < ns; i++ {
@@ -666,6 +699,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		w.tracef("stream %d %v profile %v sequenced %v retention %+v", i, st.id, st.profile, st.sequenced, ret)
 	}
 	h.activeEnd = w.now + int64(time.Duration(100+rng.Intn(400))*time.Millisecond)
+	h.planOutage()
 	for _, st := range h.streams {
 		wr := st.writer
 		w.after(w.jitter(time.Millisecond), nil, func() { h.writerTick(wr) })
@@ -697,6 +731,9 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	}
 	// The auditor: a fresh process reads every stream from the store.
 	audit := h.startBroker(len(h.brokers), 1)
+	if !h.awaitUp(audit) {
+		return
+	}
 	for _, st := range h.streams {
 		h.read(audit, st, true)
 	}
@@ -931,6 +968,12 @@ func (s *simStats) add(o simStats) {
 	s.unitsDeleted += o.unitsDeleted
 	s.objectsDeleted += o.objectsDeleted
 	s.retentionTrims += o.retentionTrims
+	s.realWALSeeds += o.realWALSeeds
+	s.walSegments += o.walSegments
+	s.walSegmentsDeleted += o.walSegmentsDeleted
+	s.walManifestWrites += o.walManifestWrites
+	s.walOutages += o.walOutages
+	s.walRecoveries += o.walRecoveries
 }
 
 func replayCommand(seed int64) string {
@@ -976,7 +1019,7 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		// skip-ok: scripts/test.sh runs the mutation check without -race in its simulation step
 		t.Skip("too slow under -race; scripts/test.sh runs it in its simulation step")
 	}
-	defer func() { plantedBug, simLifeMode = bugNone, "" }()
+	defer func() { plantedBug, simLifeMode, simObjectWALMode = bugNone, "", "" }()
 	per := simDefaultBudget()
 	if *simBudget == 0 {
 		// probe-error-is-not-committed needs about 950 seeds (its path is
@@ -1001,6 +1044,9 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 			}
 		}
 		simLifeMode = life
+		// The core's planted bugs run on the provider models (the seeds
+		// they were tuned on; the real Object WAL has its own below).
+		simObjectWALMode = "off"
 		start := time.Now()
 		run := runSeeds(1, 0, per)
 		if run.failed == nil {
@@ -1010,6 +1056,34 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		t.Logf("planted bug %v caught by seed %d after %d seeds in %v: %s", b, run.failed.seed, run.seeds,
 			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
 	}
+	// The real Object WAL's planted bugs (stream/objectwal/mutants.go), on
+	// seeds that run it (sim_objectwal_test.go) without the lifecycle.
+	defer func() { objectwal.PlantedBug, simObjectWALMode = objectwal.BugNone, "" }()
+	for _, b := range []objectwal.Bug{objectwal.BugTruncateDeletesCommitted, objectwal.BugTruncateIgnoresOutstanding} {
+		name := objectwalBugName(b)
+		if *simMutant != "" && name != *simMutant {
+			continue
+		}
+		objectwal.PlantedBug, simObjectWALMode, simLifeMode = b, "on", "off"
+		start := time.Now()
+		run := runSeeds(1, 0, per)
+		if run.failed == nil {
+			t.Errorf("planted bug %s survived %d seeds (%v)", name, run.seeds, per)
+			continue
+		}
+		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
+			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
+	}
+}
+
+func objectwalBugName(b objectwal.Bug) string {
+	switch b {
+	case objectwal.BugTruncateDeletesCommitted:
+		return "objectwal-truncate-deletes-committed"
+	case objectwal.BugTruncateIgnoresOutstanding:
+		return "objectwal-truncate-ignores-outstanding"
+	}
+	return "none"
 }
 
 func firstLine(s string) string {

@@ -2,7 +2,6 @@ package wal
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 )
 
@@ -10,27 +9,23 @@ import (
 const maxBackoff = 5 * time.Second
 
 // backoff yields exponentially growing sleeps with full jitter, capped at
-// maxBackoff.
-type backoff struct{ next time.Duration }
+// maxBackoff, on a runtime's clock.
+type backoff struct {
+	next time.Duration
+	rt   rt
+}
 
-func newBackoff(base time.Duration) backoff {
+func newBackoff(base time.Duration, r rt) backoff {
 	if base <= 0 {
 		base = 100 * time.Millisecond
 	}
-	return backoff{next: base}
+	return backoff{next: base, rt: r}
 }
 
 // sleep waits a random duration in [0, next], then doubles next. It returns
 // ctx's error if ctx ends first.
 func (b *backoff) sleep(ctx context.Context) error {
-	d := time.Duration(rand.Int64N(int64(b.next) + 1))
+	d := time.Duration(b.rt.Uint64() % uint64(b.next+1))
 	b.next = min(2*b.next, maxBackoff)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return b.rt.sleep(ctx, d)
 }

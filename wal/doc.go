@@ -56,6 +56,12 @@
 //     CAS is in flight, later uploads finish and join the next one). A
 //     permanently failed upload halts the producer rather than reorder.
 //
+// The producer's clock, timers, goroutines and randomness come from
+// ProducerConfig.Runtime (runtime.go; nil = the real ones). A deterministic
+// simulator supplies its own and runs the pipeline above one goroutine at a
+// time: every wait first tells it what it waits for (Runtime.Block), and
+// selects take a fixed ready case, so a run replays from its seed.
+//
 // Claim and fencing: NewProducer bumps the manifest epoch with a CAS. Every
 // commit is a CAS against a manifest version observed at the producer's own
 // epoch, so it can land only if the epoch is still ours; a 412 reloads the

@@ -135,6 +135,9 @@ type ProducerConfig struct {
 	// process calls otel.SetMeterProvider - so metrics cost nothing unless
 	// wired up, here or globally.
 	Meter metric.Meter
+	// Runtime supplies the clock, timers, goroutines and randomness
+	// (runtime.go). Nil: the real ones. A deterministic simulator sets it.
+	Runtime Runtime
 }
 
 func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
@@ -242,6 +245,7 @@ type Placement struct {
 // outcome is UNKNOWN: the records may or may not be in the log, and they are
 // never in it twice.
 type Durability struct {
+	rt        rt
 	done      chan struct{}
 	n         int
 	first     uint64
@@ -262,10 +266,11 @@ func (d *Durability) resolve(first uint64, pl *Placement, err error) {
 // Append's first record, or ctx's error if it is cancelled first (the Append
 // itself is not cancelled).
 func (d *Durability) Wait(ctx context.Context) (uint64, error) {
+	d.rt.block(func() bool { return isClosed(d.done) || ctx.Err() != nil })
 	select {
 	case <-d.done:
 		return d.first, d.err
-	case <-ctx.Done():
+	case <-only(d.rt, ctx.Done(), !isClosed(d.done)):
 		return 0, ctx.Err()
 	}
 }
@@ -351,6 +356,7 @@ type Producer struct {
 	runID string
 	epoch uint64
 	now   func() time.Time
+	rt    rt
 
 	ctx    context.Context // internal; cancelled by Close when its ctx expires
 	cancel context.CancelFunc
@@ -394,6 +400,12 @@ type Producer struct {
 	truncSent atomic.Int64 // requests handed to the committer (tests wait on it)
 	// sealPasses counts the sealer's decisions (tests wait on it).
 	sealPasses atomic.Int64
+
+	// For a cooperative runtime's Block (runtime.go): queuesClosed is set
+	// before the sealer closes uploadQ and commitQ; workersLeft counts
+	// upload workers still running.
+	queuesClosed atomic.Bool
+	workersLeft  atomic.Int32
 }
 
 // NewProducer constructs a producer and claims the log by bumping the manifest
@@ -405,13 +417,15 @@ func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerCo
 	if err != nil {
 		return nil, err
 	}
+	r := newRT(cfg.Runtime)
 	p := &Producer{
 		os:            os,
 		store:         NewStore(os, cfg.ManifestPath),
 		cfg:           cfg,
 		met:           newProducerMetrics(cfg.Meter),
-		runID:         ulid.Make().String(),
-		now:           time.Now,
+		runID:         ulid.MustNew(ulid.Timestamp(r.Now()), r.entropy()).String(),
+		now:           r.Now,
+		rt:            r,
 		kick:          make(chan struct{}, 1),
 		closeCh:       make(chan struct{}),
 		uploadQ:       make(chan *pipeSegment, cfg.MaxInFlightBatches),
@@ -425,11 +439,12 @@ func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerCo
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.workers.Add(cfg.UploadConcurrency)
+	p.workersLeft.Store(int32(cfg.UploadConcurrency))
 	for range cfg.UploadConcurrency {
-		go p.uploadLoop()
+		r.Go(p.uploadLoop)
 	}
-	go p.sealLoop()
-	go p.commitLoop()
+	r.Go(p.sealLoop)
+	r.Go(p.commitLoop)
 	return p, nil
 }
 
@@ -451,7 +466,7 @@ func (p *Producer) RunID() string { return p.runID }
 // supersedes any earlier attempt of ours that silently landed. The cost is
 // epoch inflation under flapping, which is free in a uint64.
 func (p *Producer) claim(ctx context.Context) error {
-	bo := newBackoff(p.cfg.ManifestInitialBackoff)
+	bo := newBackoff(p.cfg.ManifestInitialBackoff, p.rt)
 	var last error
 	for attempt := 1; attempt <= p.cfg.MaxClaimAttempts; attempt++ {
 		m, ver, _, err := p.store.Load(ctx)
@@ -526,10 +541,10 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 		}
 		if p.inFlightBatches == 0 ||
 			(p.inFlightBytes+size <= p.cfg.MaxInFlightBytes && p.inFlightBatches < p.cfg.MaxInFlightBatches) {
-			d := &Durability{done: make(chan struct{}), n: len(records)}
+			d := &Durability{done: make(chan struct{}), n: len(records), rt: p.rt}
 			first := len(p.pending) == 0
 			if first {
-				p.pendingSince = time.Now()
+				p.pendingSince = p.now()
 				p.pendingIdle = p.inFlightBatches == 0
 			}
 			p.pending = append(p.pending, &appendGroup{records: records, meta: meta, bytes: size, d: d})
@@ -555,9 +570,10 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 			blocked = true
 			p.met.blockedAppends.Add(context.Background(), 1)
 		}
+		p.rt.block(func() bool { return isClosed(space) || ctx.Err() != nil })
 		select {
 		case <-space:
-		case <-ctx.Done():
+		case <-only(p.rt, ctx.Done(), !isClosed(space)):
 			return nil, ctx.Err()
 		}
 	}
@@ -636,13 +652,16 @@ func (p *Producer) Close(ctx context.Context) error {
 		close(p.closeCh)
 	})
 	var ctxErr error
+	p.rt.block(func() bool { return isClosed(p.committerDone) || ctx.Err() != nil })
 	select {
 	case <-p.committerDone:
-	case <-ctx.Done():
+	case <-only(p.rt, ctx.Done(), !isClosed(p.committerDone)):
 		ctxErr = ctx.Err()
 		p.cancel()
+		p.rt.block(func() bool { return isClosed(p.committerDone) })
 		<-p.committerDone
 	}
+	p.rt.block(func() bool { return p.workersLeft.Load() == 0 })
 	p.workers.Wait()
 	p.cancel()
 	cause := p.haltedErr()
@@ -666,23 +685,27 @@ func (p *Producer) Close(ctx context.Context) error {
 // Close. It is the only sender on uploadQ and commitQ, and closes both once
 // closing has drained everything.
 func (p *Producer) sealLoop() {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var armed time.Time // when the timer fires; zero while stopped
+	// The flush timer on the runtime's clock: fire holds at most one tick.
+	fire := make(chan struct{}, 1)
+	stop := func() bool { return false }
+	var armed time.Time // when the timer fires; zero while none is armed
 	for {
 		closing := false
+		p.rt.block(func() bool { return len(p.kick) > 0 || len(fire) > 0 || isClosed(p.closeCh) })
+		kicked, closed := len(p.kick) > 0, isClosed(p.closeCh)
 		select {
 		case <-p.kick:
-		case <-timer.C:
+		case <-only(p.rt, fire, !kicked && !closed):
 			armed = time.Time{}
-		case <-p.closeCh:
+		case <-only(p.rt, p.closeCh, !kicked):
 			closing = true
 		}
 		p.mu.Lock()
 		closing = closing || p.closing
 		var batch []*appendGroup
 		if len(p.pending) > 0 {
-			age := time.Since(p.pendingSince)
+			now := p.now()
+			age := now.Sub(p.pendingSince)
 			wait := p.cfg.FlushInterval - age
 			group := false
 			if p.cfg.GroupCommit && p.uploading == 0 {
@@ -694,11 +717,16 @@ func (p *Producer) sealLoop() {
 				batch = p.pending
 				p.pending = nil
 				p.pendingBytes = 0
-			} else if at := time.Now().Add(wait); armed.IsZero() || at.Before(armed) {
+			} else if at := now.Add(wait); armed.IsZero() || at.Before(armed) {
 				// (Re-)arm for the earliest deadline: an upload's end can
 				// bring GroupCommitMinWait's ahead of FlushInterval's.
-				// (Since Go 1.23 Reset drops a stale expiry.)
-				timer.Reset(wait)
+				stop()
+				stop = p.rt.AfterFunc(wait, func() {
+					select {
+					case fire <- struct{}{}:
+					default:
+					}
+				})
 				armed = at
 			}
 		}
@@ -708,7 +736,8 @@ func (p *Producer) sealLoop() {
 			p.seal(batch)
 		}
 		if closing {
-			timer.Stop()
+			stop()
+			p.queuesClosed.Store(true)
 			close(p.uploadQ)
 			close(p.commitQ)
 			return
@@ -772,7 +801,13 @@ func (p *Producer) seal(batch []*appendGroup) {
 
 func (p *Producer) uploadLoop() {
 	defer p.workers.Done()
-	for s := range p.uploadQ {
+	defer p.workersLeft.Add(-1)
+	for {
+		p.rt.block(func() bool { return len(p.uploadQ) > 0 || p.queuesClosed.Load() })
+		s, ok := <-p.uploadQ
+		if !ok {
+			return
+		}
 		p.upload(s)
 		p.mu.Lock()
 		p.uploading--
@@ -821,7 +856,7 @@ func (p *Producer) upload(s *pipeSegment) {
 		p.bufs.Put(&data)
 	}()
 	s.spans, s.objBytes = spans, len(data)
-	bo := newBackoff(p.cfg.UploadInitialBackoff)
+	bo := newBackoff(p.cfg.UploadInitialBackoff, p.rt)
 	for attempt := 1; ; attempt++ {
 		_, err = p.os.Put(p.ctx, s.location, data, objectstore.PutOptions{Mode: objectstore.PutOverwrite})
 		if err == nil {
@@ -869,6 +904,7 @@ func (p *Producer) commitLoop() {
 		}
 		if block {
 			for {
+				p.rt.block(func() bool { return len(p.commitQ) > 0 || len(p.truncQ) > 0 || p.queuesClosed.Load() })
 				select {
 				case s, ok := <-p.commitQ:
 					if !ok {
@@ -877,7 +913,7 @@ func (p *Producer) commitLoop() {
 					}
 					look = append(look, s)
 					return true
-				case r := <-p.truncQ:
+				case r := <-only(p.rt, p.truncQ, len(p.commitQ) == 0 && !p.queuesClosed.Load()):
 					p.truncs = append(p.truncs, r)
 					if len(look) == 0 && p.pipelineIdle() {
 						// Nothing to fold it into: a commit of its own.
@@ -906,6 +942,7 @@ func (p *Producer) commitLoop() {
 			return
 		}
 		head := look[0]
+		p.rt.block(func() bool { return isClosed(head.uploaded) })
 		<-head.uploaded
 		if err := p.haltedErr(); err != nil {
 			p.fail(head, notCommitted(err)) // never offered to the manifest
@@ -933,6 +970,7 @@ func (p *Producer) commitLoop() {
 		for n < len(look) && (limit == 0 || n < limit) {
 			s := look[n]
 			if limit == 0 && s.flushID == head.flushID {
+				p.rt.block(func() bool { return isClosed(s.uploaded) })
 				<-s.uploaded
 			} else if !isClosed(s.uploaded) {
 				break
@@ -952,7 +990,7 @@ func (p *Producer) commitLoop() {
 
 // commitBatch commits batch in one CAS and resolves its Appends.
 func (p *Producer) commitBatch(batch []*pipeSegment) {
-	start := time.Now()
+	start := p.now()
 	seqs, after, unknown, err := p.commitEntries(batch)
 	if err != nil {
 		p.halt(err)
@@ -968,7 +1006,7 @@ func (p *Producer) commitBatch(batch []*pipeSegment) {
 	}
 	p.resolveTruncs()
 	p.met.commits.Add(context.Background(), 1)
-	p.met.commitLatency.Record(context.Background(), time.Since(start).Seconds())
+	p.met.commitLatency.Record(context.Background(), p.now().Sub(start).Seconds())
 	p.met.commitSegments.Record(context.Background(), float64(len(batch)))
 	for i, s := range batch {
 		p.resolve(s, seqs[i])
@@ -1036,8 +1074,8 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 	base := p.m.NextSequence()
 	reload := false
 	conflicts, transient := 0, 0
-	bo := newBackoff(p.cfg.ManifestInitialBackoff)
-	cbo := newBackoff(p.cfg.ManifestInitialBackoff)
+	bo := newBackoff(p.cfg.ManifestInitialBackoff, p.rt)
+	cbo := newBackoff(p.cfg.ManifestInitialBackoff, p.rt)
 	retry := func(cause error) error {
 		transient++
 		p.met.commitRetries.Add(context.Background(), 1)

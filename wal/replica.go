@@ -170,7 +170,7 @@ func (r *Replica) Poll(ctx context.Context) (int, error) {
 // (ErrCorrupt, ErrTruncated, configuration) stop Run and are returned, so a
 // corrupt object stops replication instead of spinning on it.
 func (r *Replica) Run(ctx context.Context) error {
-	bo := newBackoff(r.cfg.PollInterval)
+	bo := newBackoff(r.cfg.PollInterval, newRT(nil))
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -183,7 +183,7 @@ func (r *Replica) Run(ctx context.Context) error {
 		wait := r.cfg.PollInterval
 		switch {
 		case err == nil:
-			bo = newBackoff(r.cfg.PollInterval)
+			bo = newBackoff(r.cfg.PollInterval, newRT(nil))
 			if more {
 				wait = 0
 			}

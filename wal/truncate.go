@@ -34,25 +34,29 @@ type truncResult struct {
 // known to have landed: treat its entries as still referenced.
 func (p *Producer) Truncate(ctx context.Context, plan TruncatePlan) ([]Entry, error) {
 	r := &truncReq{plan: plan, done: make(chan truncResult, 1)}
+	p.rt.block(func() bool { return len(p.truncQ) < cap(p.truncQ) || isClosed(p.committerDone) || ctx.Err() != nil })
+	room, stopped := len(p.truncQ) < cap(p.truncQ), isClosed(p.committerDone)
 	select {
 	case p.truncQ <- r:
 		p.truncSent.Add(1)
-	case <-p.committerDone:
+	case <-only(p.rt, p.committerDone, !room):
 		return nil, ErrHalted
-	case <-ctx.Done():
+	case <-only(p.rt, ctx.Done(), !room && !stopped):
 		return nil, ctx.Err()
 	}
+	p.rt.block(func() bool { return len(r.done) > 0 || isClosed(p.committerDone) || ctx.Err() != nil })
+	answered, stopped := len(r.done) > 0, isClosed(p.committerDone)
 	select {
 	case res := <-r.done:
 		return res.dropped, res.err
-	case <-p.committerDone:
+	case <-only(p.rt, p.committerDone, !answered):
 		select {
 		case res := <-r.done:
 			return res.dropped, res.err
 		default:
 			return nil, ErrHalted
 		}
-	case <-ctx.Done():
+	case <-only(p.rt, ctx.Done(), !answered && !stopped):
 		return nil, ctx.Err()
 	}
 }

@@ -63,6 +63,8 @@ type Config struct {
 	// Lifecycle configures the core's materialization and GC (zero: the
 	// core's defaults, which are a server's defaults).
 	Lifecycle stream.LifecycleConfig
+	// CommitShards is the core's Config.CommitShards (0: its default).
+	CommitShards int
 	// Progress, when set, receives a line per second.
 	Progress func(string)
 	// OnMeasure, when set, is called when the measured window starts and
@@ -129,7 +131,11 @@ func (c Config) stores() string {
 	if c.Metadata != nil {
 		meta = typeName(c.Metadata)
 	}
-	return "objects=" + objects + " metadata=" + meta
+	out := "objects=" + objects + " metadata=" + meta
+	if c.CommitShards > 0 {
+		out += " shards=" + strconv.Itoa(c.CommitShards)
+	}
+	return out
 }
 
 // typeName turns *s3store.Store into "s3store".
@@ -207,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	core, err := stream.Open(ctx, stream.Config{Metadata: cmeta, ObjectWAL: prov, WriterID: "bench", Lifecycle: cfg.Lifecycle})
+	core, err := stream.Open(ctx, stream.Config{Metadata: cmeta, ObjectWAL: prov, WriterID: "bench", Lifecycle: cfg.Lifecycle, CommitShards: cfg.CommitShards})
 	if err != nil {
 		return Result{}, err
 	}

@@ -27,8 +27,10 @@ var (
 	benchObjects = flag.String("corebench.objects", "", "object store: empty follows -corebench.durable; s3 runs the Object WAL on versitygw (internal/testenv/s3test)")
 	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty follows -corebench.durable; etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
 	benchInfl    = flag.Int("corebench.inflight", 0, "total appends in flight, split over the streams (overrides -corebench.window; same offered load at any stream count)")
+	benchShards  = flag.Int("corebench.shards", 0, "the core's commit shards (stream.Config.CommitShards; 0: its default, GOMAXPROCS)")
 	benchNoGC    = flag.Bool("corebench.nogc", false, "disable the core's periodic GC pass")
 	benchProf    = flag.String("corebench.cpuprofile", "", "write a CPU profile of the measured window (not stream creation) to this file")
+	benchMemProf = flag.String("corebench.memprofile", "", "write heap profiles at the start (FILE.start) and end (FILE) of the measured window; the window's allocations: go tool pprof -sample_index=alloc_space -diff_base FILE.start BIN FILE")
 )
 
 func TestMain(m *testing.M) {
@@ -91,8 +93,16 @@ func BenchmarkCore(b *testing.B) {
 			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir(),
 			Objects: objects, Metadata: meta}
 		cfg.Lifecycle.GCDisabled = *benchNoGC
+		cfg.CommitShards = *benchShards
+		var onMeasure []func() func()
+		if *benchMemProf != "" {
+			onMeasure = append(onMeasure, func() func() {
+				writeHeap(b, *benchMemProf+".start")
+				return func() { writeHeap(b, *benchMemProf) }
+			})
+		}
 		if *benchProf != "" {
-			cfg.OnMeasure = func() func() {
+			onMeasure = append(onMeasure, func() func() {
 				f, err := os.Create(*benchProf)
 				if err != nil {
 					b.Fatal(err)
@@ -101,6 +111,19 @@ func BenchmarkCore(b *testing.B) {
 					b.Fatal(err)
 				}
 				return func() { pprof.StopCPUProfile(); _ = f.Close() }
+			})
+		}
+		if len(onMeasure) > 0 {
+			cfg.OnMeasure = func() func() {
+				var stops []func()
+				for _, f := range onMeasure {
+					stops = append(stops, f())
+				}
+				return func() {
+					for _, stop := range stops {
+						stop()
+					}
+				}
 			}
 		}
 		res, err := Run(context.Background(), cfg)
@@ -117,5 +140,18 @@ func BenchmarkCore(b *testing.B) {
 		b.ReportMetric(float64(res.CPUPerAppend.Nanoseconds())/1e3, "cpu-µs/append")
 		b.ReportMetric(res.AllocsPerAppend, "allocs/append")
 		b.Log(res)
+	}
+}
+
+// writeHeap writes the heap profile (allocations since the process
+// started, by allocation site) to path.
+func writeHeap(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }

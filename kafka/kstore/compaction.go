@@ -21,7 +21,9 @@ const CompactViewKind = "kafka-compact"
 //   - something is older than max(min.compaction.lag.ms, segment.ms): the
 //     newest segment.ms of the partition is its active, never compacted
 //     head (Kafka never cleans the active segment; Nereus has no segments,
-//     so the bound is by time only — segment.bytes does not roll it), and
+//     so the bound is by time only — segment.bytes does not roll it; and
+//     as the active segment holds the last batch, that batch is never
+//     compacted either: kcompact's LogEnd), and
 //   - the dirty ratio (payload not yet compacted / view + that payload)
 //     reaches min.cleanable.dirty.ratio, or max.compaction.lag.ms has
 //     passed since the last pass;
@@ -114,7 +116,7 @@ func (p compactionPolicy) PlanCompaction(ctx context.Context, in stream.Info, v 
 	upTo = max(upTo, v.Through)
 	del, _ := c.cleanupPolicies()
 	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms"),
-		ReplacesLog: !del}), nil
+		ReplacesLog: !del, LogEnd: in.EndOffset}), nil
 }
 
 func (c TopicConfigs) str(name string) string {

@@ -10,9 +10,10 @@
 //     ledgers; a deleted topic's objects go away;
 //   - SIGKILL while materialization runs loses nothing acknowledged
 //     (internal/testenv/acklog);
-//   - a Pulsar produce/consume round on a materialized topic;
-//   - read-back, retention and deletion again with the object store on
-//     versitygw (TestLifecycleOnS3, a second server).
+//   - a Pulsar produce/consume round on a topic of every profile;
+//   - read-back (every profile), retention, deletion, Pulsar and SIGKILL
+//     again with the object store on versitygw (TestLifecycleOnS3, a
+//     second server).
 //
 // The BookKeeper profiles need real bookies (bookkeeper/bktest: the
 // NEREUS_BOOKKEEPER_ZK cluster in CI, else one started here); without them
@@ -49,6 +50,7 @@ import (
 	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/internal/testenv/acklog"
 	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
+	"github.com/nereusstream/nereus-go/internal/testenv/zkledgers"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/objectstore/s3store"
 )
@@ -104,15 +106,18 @@ func TestLifecycleThroughServe(t *testing.T) {
 	t.Run("RetentionReclaims", func(t *testing.T) { e.retentionReclaims(t, walKinds) })
 	t.Run("DeletedTopicReclaimed", func(t *testing.T) { e.deletedTopicReclaimed(t, walKinds) })
 	t.Run("IdleLedgerReclaimed", e.idleLedgerReclaimed)
-	t.Run("Kill9DuringMaterialization", e.kill9DuringMaterialization)
-	t.Run("PulsarOnMaterializedTopic", e.pulsarRound)
+	t.Run("Kill9DuringMaterialization", func(t *testing.T) {
+		e.kill9DuringMaterialization(t, []string{"OBJECT_WAL_ASYNC_OBJECT", "OBJECT_WAL_SYNC_OBJECT", "BOOKKEEPER_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"}, 150)
+	})
+	t.Run("PulsarOnMaterializedTopic", func(t *testing.T) { e.pulsarRounds(t, profiles) })
 	t.Run("Metrics", e.metrics)
 }
 
-// TestLifecycleOnS3 is the same read-back, retention and deletion story
-// with the Object WAL and the generations in a versitygw bucket (a second
-// server: the object store is fixed at start): read-back for one Object WAL
-// and one BookKeeper profile, retention and deletion on the Object WAL.
+// TestLifecycleOnS3 is the same story with the Object WAL and the
+// generations in a versitygw bucket (a second server: the object store is
+// fixed at start): read-back for every profile, retention and deletion on
+// the Object WAL, Pulsar and SIGKILL on one Object WAL and one BookKeeper
+// profile.
 func TestLifecycleOnS3(t *testing.T) {
 	bin, err := s3test.FindBinary()
 	if err != nil {
@@ -125,7 +130,7 @@ func TestLifecycleOnS3(t *testing.T) {
 	t.Cleanup(func() { _ = gw.Stop() })
 	cfg := gw.Config(gw.NewBucket(t))
 	e := &lc{}
-	e.srv = testserver.Start(t, testserver.Options{DisablePulsar: true,
+	e.srv = testserver.Start(t, testserver.Options{
 		Args: e.args([]string{"--object-store", "s3://" + cfg.Bucket + "/cluster-1", "--s3-endpoint", cfg.Endpoint, "--s3-path-style"}),
 		Env:  []string{"NEREUS_S3_ACCESS_KEY=" + cfg.AccessKeyID, "NEREUS_S3_SECRET_KEY=" + cfg.SecretAccessKey}})
 	e.c = e.srv.Client()
@@ -137,14 +142,21 @@ func TestLifecycleOnS3(t *testing.T) {
 	}
 	e.objects = s3Objects(s3c.Client(), cfg.Bucket, "cluster-1/")
 
-	t.Run("ProfilesReadBackThroughGenerations", func(t *testing.T) {
-		e.profilesReadBack(t, []string{"OBJECT_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"})
-	})
+	t.Run("ProfilesReadBackThroughGenerations", func(t *testing.T) { e.profilesReadBack(t, profiles) })
 	// The BookKeeper side of retention and deletion does not depend on
 	// the object store beyond the generations (covered above): Object WAL
 	// only, to keep CI time down.
 	t.Run("RetentionReclaims", func(t *testing.T) { e.retentionReclaims(t, []string{"OBJECT_WAL_ASYNC_OBJECT"}) })
 	t.Run("DeletedTopicReclaimed", func(t *testing.T) { e.deletedTopicReclaimed(t, []string{"OBJECT_WAL_ASYNC_OBJECT"}) })
+	t.Run("PulsarOnMaterializedTopic", func(t *testing.T) {
+		e.pulsarRounds(t, []string{"OBJECT_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"})
+	})
+	// SIGKILL with the Object WAL and the generations in the bucket (S3
+	// flushes on an interval, not by group commit): the default profile
+	// and the one whose acknowledgement waits for a generation PUT.
+	t.Run("Kill9DuringMaterialization", func(t *testing.T) {
+		e.kill9DuringMaterialization(t, []string{"OBJECT_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"}, 60)
+	})
 }
 
 // args are the server flags: the lifecycle settings, the BookKeeper
@@ -474,12 +486,12 @@ func (e *lc) retentionReclaims(t *testing.T, profiles []string) {
 					produced += int64(len(r.value))
 				}
 			}
-			var zkl *zkLedgers
+			var zkl *zkledgers.Counter
 			ledgersBefore := 0
 			if usesBK(profile) {
-				zkl = e.zk(t)
+				zkl = zkledgers.Dial(t, bk.ZK, bk.Root)
 				id := e.waitStream(t, ctx, streamName(timeTopic, 0), "created", func(adminapi.StreamInfo) bool { return true }).ID
-				ledgersBefore = zkl.count(t, id)[id]
+				ledgersBefore = zkl.Count(t, id)[id]
 				if ledgersBefore == 0 {
 					t.Fatalf("no ledger of %s in ZooKeeper after producing", id)
 				}
@@ -494,11 +506,11 @@ func (e *lc) retentionReclaims(t *testing.T, profiles []string) {
 				// last ledger (never full, never rolled over) is sealed
 				// by the idle seal and deleted, gone from ZooKeeper.
 				deadline := time.Now().Add(2 * time.Minute)
-				for zkl.count(t, timeInfo.ID)[timeInfo.ID] > 0 {
+				for zkl.Count(t, timeInfo.ID)[timeInfo.ID] > 0 {
 					if time.Now().After(deadline) {
 						st, _ := e.c.GCStatus(ctx)
 						t.Fatalf("%s: %d ledgers still in ZooKeeper 2m after the trim; pending %+v", timeInfo.ID,
-							zkl.count(t, timeInfo.ID)[timeInfo.ID], st.Pending)
+							zkl.Count(t, timeInfo.ID)[timeInfo.ID], st.Pending)
 					}
 					time.Sleep(250 * time.Millisecond)
 				}
@@ -592,9 +604,9 @@ func (e *lc) deletedTopicReclaimed(t *testing.T, profiles []string) {
 			if usesBK(profile) {
 				// The deleted streams' last (open) ledgers are sealed
 				// by the idle seal and deleted too.
-				zkl := e.zk(t)
+				zkl := zkledgers.Dial(t, bk.ZK, bk.Root)
 				for {
-					left := zkl.count(t, ids...)
+					left := zkl.Count(t, ids...)
 					n := left[ids[0]] + left[ids[1]]
 					if n == 0 {
 						t.Logf("%s: deleted topic's ledgers gone from ZooKeeper", profile)
@@ -626,9 +638,9 @@ func (e *lc) idleLedgerReclaimed(t *testing.T) {
 	cl := e.kafka(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produce(t, ctx, cl, rand.New(rand.NewSource(13)), topic, 0, 300)
 	stopped := time.Now()
-	zkl := e.zk(t)
+	zkl := zkledgers.Dial(t, bk.ZK, bk.Root)
 	id := e.waitStream(t, ctx, streamName(topic, 0), "created", func(adminapi.StreamInfo) bool { return true }).ID
-	before := zkl.count(t, id)[id]
+	before := zkl.Count(t, id)[id]
 	if before == 0 {
 		t.Fatalf("no ledger of %s in ZooKeeper after producing", id)
 	}
@@ -637,7 +649,7 @@ func (e *lc) idleLedgerReclaimed(t *testing.T) {
 	})
 	trimmed := time.Since(stopped)
 	deadline := time.Now().Add(2 * time.Minute)
-	for zkl.count(t, id)[id] > 0 {
+	for zkl.Count(t, id)[id] > 0 {
 		if time.Now().After(deadline) {
 			st, _ := e.c.GCStatus(ctx)
 			t.Fatalf("%s: ledgers still in ZooKeeper 2m after the trim; pending %+v", id, st.Pending)
@@ -653,11 +665,13 @@ func (e *lc) idleLedgerReclaimed(t *testing.T) {
 // 64 KiB; the server is SIGKILLed with a produce in flight, three times.
 // Afterwards every partition is materialized to its end and a fresh
 // consumer reads every acknowledged record at its offset, exactly once.
-func (e *lc) kill9DuringMaterialization(t *testing.T) {
+func (e *lc) kill9DuringMaterialization(t *testing.T, profiles []string, progress int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	topics := []string{}
-	for _, profile := range []string{"OBJECT_WAL_ASYNC_OBJECT", "OBJECT_WAL_SYNC_OBJECT", "BOOKKEEPER_WAL_ASYNC_OBJECT", "BOOKKEEPER_WAL_SYNC_OBJECT"} {
+	needBK := false
+	for _, profile := range profiles {
+		needBK = needBK || usesBK(profile)
 		if usesBK(profile) && !e.hasBK {
 			continue
 		}
@@ -665,8 +679,8 @@ func (e *lc) kill9DuringMaterialization(t *testing.T) {
 		e.createTopic(t, ctx, topic, 2, map[string]string{"nereus.storage.profile": profile})
 		topics = append(topics, topic)
 	}
-	if !e.hasBK {
-		bk.Require(t) // the Object WAL topics above still ran when it skips
+	if needBK && !e.hasBK {
+		defer bk.Require(t) // skips (or fails) after the Object WAL topics ran
 	}
 	prod := e.kafka(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(2*time.Minute),
 		kgo.RetryTimeout(2*time.Minute))
@@ -705,7 +719,7 @@ func (e *lc) kill9DuringMaterialization(t *testing.T) {
 	gensBefore := e.gcStats(t, ctx).Materialized
 	for cycle := 0; cycle < 3; cycle++ {
 		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := acks.WaitKillPoint(wctx, acks.Count(), 150, failed)
+		err := acks.WaitKillPoint(wctx, acks.Count(), progress, failed)
 		wcancel()
 		if err != nil {
 			stop()
@@ -755,14 +769,40 @@ func (e *lc) kill9DuringMaterialization(t *testing.T) {
 	}
 }
 
-// pulsarRound: pulsar-client-go produces to a default-profile topic, the
-// topic is materialized, and a new subscription from the earliest
-// position reads every message back in order, byte for byte.
-func (e *lc) pulsarRound(t *testing.T) {
+// pulsarRounds: per profile, a topic created through the Pulsar admin
+// REST API with that profile (topic property nereus.storage.profile);
+// pulsar-client-go produces to it, the topic is materialized (all but
+// BOOKKEEPER_WAL_ONLY), and a new subscription from the earliest position
+// reads every message back in order, byte for byte, with the message id
+// it was acknowledged with.
+func (e *lc) pulsarRounds(t *testing.T, profiles []string) {
+	for _, profile := range profiles {
+		t.Run(profile, func(t *testing.T) {
+			e.requireProfile(t, profile)
+			e.pulsarRound(t, profile)
+		})
+	}
+}
+
+func (e *lc) pulsarRound(t *testing.T, profile string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	local := newTopic("lc-pulsar")
+	local := newTopic("lc-pulsar-" + strings.ToLower(strings.ReplaceAll(profile, "_", "")))
 	topic := "persistent://public/default/" + local
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, e.srv.URL()+"/admin/v2/persistent/public/default/"+local,
+		strings.NewReader(`{"nereus.storage.profile":"`+profile+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("create %s with profile %s: HTTP %d", topic, profile, resp.StatusCode)
+	}
 	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + e.srv.PulsarAddr(), OperationTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -772,23 +812,54 @@ func (e *lc) pulsarRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Asynchronous sends (one producer keeps their order): a
+	// BOOKKEEPER_WAL_SYNC_OBJECT send is acknowledged only once a
+	// generation covers it, so sending one at a time would wait for a
+	// materialization per message.
+	const n = 400
 	rnd := rand.New(rand.NewSource(5))
-	var want [][]byte
-	var ids []pulsar.MessageID
-	for i := 0; i < 400; i++ {
+	want := make([][]byte, n)
+	ids := make([]pulsar.MessageID, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
 		v := make([]byte, 100+rnd.Intn(3000))
 		rnd.Read(v)
-		id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: v, Key: strconv.Itoa(i)})
+		want[i] = v
+		wg.Add(1)
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: v, Key: strconv.Itoa(i)}, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			ids[i], errs[i] = id, err
+			wg.Done()
+		})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
-		want = append(want, v)
-		ids = append(ids, id)
 	}
 	p.Close()
-	info := e.waitMaterialized(t, ctx, "pulsar/persistent/public/default/"+local)
-	if n := e.genObjects(t, info.ID); n < 2 {
-		t.Fatalf("%s: %d generation objects, want at least 2", info.Name, n)
+	name := "pulsar/persistent/public/default/" + local
+	var info adminapi.StreamInfo
+	if materializes(profile) {
+		// Every message is read from generations (materialized to the
+		// end). How many objects: batched asynchronous sends make large
+		// commits, and a generation holds whole commits, so possibly one.
+		info = e.waitMaterialized(t, ctx, name)
+		if n := e.genObjects(t, info.ID); n < 1 {
+			t.Fatalf("%s: materialized without a generation object", info.Name)
+		}
+	} else {
+		info = e.waitStream(t, ctx, name, "written", func(i adminapi.StreamInfo) bool { return i.EndOffset > 0 })
+		if info.MaterializedThrough != 0 {
+			t.Fatalf("%s: BOOKKEEPER_WAL_ONLY stream materialized through %d", info.Name, info.MaterializedThrough)
+		}
+	}
+	if info.Profile != profile {
+		t.Fatalf("stream %s has profile %s, want %s", info.Name, info.Profile, profile)
 	}
 	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "catchup",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
@@ -813,7 +884,7 @@ func (e *lc) pulsarRound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%s: %d messages read back from %d generation objects", topic, len(want), e.genObjects(t, info.ID))
+	t.Logf("%s (%s): %d messages read back from %d generation objects", topic, profile, len(want), e.genObjects(t, info.ID))
 }
 
 // metrics: the lifecycle families on /metrics count what the subtests did.

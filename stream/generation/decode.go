@@ -22,6 +22,12 @@ import (
 // The returned payloads alias raw (capacity clipped to each payload, so an
 // append to one cannot overwrite another); DecodeSpan never modifies raw.
 func DecodeSpan(f *Footer, raw []byte, off int64, from int64) ([]Entry, error) {
+	return decodeSpanAppend(f, raw, off, from, nil)
+}
+
+// decodeSpanAppend is DecodeSpan appending to dst[:0] (a slice reused with
+// a pooled Buffer), allocating only if dst is too small.
+func decodeSpanAppend(f *Footer, raw []byte, off int64, from int64, dst []Entry) ([]Entry, error) {
 	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].Pos >= off })
 	if i == len(f.blocks) || f.blocks[i].Pos != off {
 		return nil, fmt.Errorf("nereus/generation: span at byte %d is not a block start", off)
@@ -40,7 +46,10 @@ func DecodeSpan(f *Footer, raw []byte, off int64, from int64) ([]Entry, error) {
 	// Entries wholly before from are skipped, so this may over-allocate by
 	// part of one block; counts are bounded by the span length (every
 	// entry has a 20-byte header), so it never exceeds len(raw)/20.
-	out := make([]Entry, 0, n)
+	out := dst[:0]
+	if cap(out) < n {
+		out = make([]Entry, 0, n)
+	}
 	var err error
 	for k := i; k < j; k++ {
 		b := f.blocks[k]

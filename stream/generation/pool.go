@@ -7,13 +7,14 @@ import (
 )
 
 // Buffer is a pooled span buffer holding the bytes that entries returned
-// by ReadPooled alias. Release hands it back for a later read; after
-// Release nothing may touch those entries' payloads (a later read
-// overwrites them). A Buffer that is never released is simply collected.
+// by ReadPooled alias, and the entries slice itself. Release hands both
+// back for a later read; after Release nothing may touch those entries or
+// their payloads (a later read overwrites them). A Buffer that is never released is simply collected.
 type Buffer struct {
-	b      []byte
-	class  int         // index into spanPools; -1: not pooled (too large)
-	pooled atomic.Bool // in its pool now (a second Release is a bug)
+	b       []byte
+	entries []Entry     // the entries slice ReadPooled returned, reused by the next read
+	class   int         // index into spanPools; -1: not pooled (too large)
+	pooled  atomic.Bool // in its pool now (a second Release is a bug)
 }
 
 // Span buffers come in power-of-two classes from 64 KiB to 64 MiB: a

@@ -93,9 +93,10 @@ func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, ma
 	return entries, err
 }
 
-// ReadPooled is Read into a recycled buffer: the payloads alias the
-// returned Buffer, which the caller must Release once it no longer uses
-// any of them (and must not touch them after). The Buffer is nil when the
+// ReadPooled is Read into a recycled buffer: the payloads (and the
+// entries slice) belong to the returned Buffer, which the caller must
+// Release once it no longer uses any of them (and must not touch them
+// after). The Buffer is nil when the
 // read did not use one (a store without objectstore.RangeReader, a span
 // served from read-ahead): the payloads are then fresh, as Read's.
 func (r *Reader) ReadPooled(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, *Buffer, error) {
@@ -141,10 +142,17 @@ func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, fr
 			buf.Release()
 			return nil, nil, err
 		}
-		entries, err := DecodeSpan(f, raw, off, from)
+		var reuse []Entry
+		if buf != nil {
+			reuse = buf.entries
+		}
+		entries, err := decodeSpanAppend(f, raw, off, from, reuse)
 		if err != nil {
 			buf.Release()
 			return nil, nil, err
+		}
+		if buf != nil {
+			buf.entries = entries
 		}
 		return entries, buf, nil
 	}

@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nereusstream/nereus-go/internal/bin"
@@ -92,6 +93,14 @@ type Config struct {
 	// MaxInFlightBytes caps bytes written but not yet durable; Write blocks
 	// beyond it (default 256 MiB).
 	MaxInFlightBytes int
+	// RetryBackoff is the first backoff of the wal producer's upload,
+	// manifest-commit and claim retries (default: wal's, 100ms). With the
+	// attempt limits it sets how long an unreachable store is retried
+	// before the producer halts and the provider re-claims the log.
+	RetryBackoff time.Duration
+	// WriteQueue is how many writes may wait for durability at once before
+	// Write blocks (default 16384; the queue is allocated whole at Open).
+	WriteQueue int
 	// CacheBytes bounds the decoded-run read cache (default 64 MiB).
 	CacheBytes int64
 	// TruncateInterval is how often settled manifest entries are dropped
@@ -111,6 +120,10 @@ type Config struct {
 	// conflicts, commit latency; wal/metrics.go). Default: the global
 	// OpenTelemetry meter, a no-op unless the process installed one.
 	Meter metric.Meter
+	// Runtime supplies the clock, timers, goroutines and randomness of the
+	// provider and its wal producer (wal.Runtime). Nil: the real ones. The
+	// stream package's deterministic simulator sets it.
+	Runtime wal.Runtime
 }
 
 func (c *Config) withDefaults() error {
@@ -141,6 +154,9 @@ func (c *Config) withDefaults() error {
 	if c.MaxInFlightBytes <= 0 {
 		c.MaxInFlightBytes = 256 << 20
 	}
+	if c.WriteQueue <= 0 {
+		c.WriteQueue = 1 << 14
+	}
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 64 << 20
 	}
@@ -158,6 +174,14 @@ const (
 	DefaultGroupCommitMinWait  = 2 * time.Millisecond
 	DefaultGroupCommitMinBytes = 512 << 10
 )
+
+// runtime returns the configured runtime, or the real one.
+func (c *Config) runtime() wal.Runtime {
+	if c.Runtime == nil {
+		return wal.RealRuntime()
+	}
+	return c.Runtime
+}
 
 // FlushMode is when the Object WAL seals a segment (Config.FlushMode).
 type FlushMode uint8
@@ -178,6 +202,8 @@ const Name = "objectwal"
 // Provider is the Object WAL.
 type Provider struct {
 	cfg      Config
+	rt       wal.Runtime
+	coop     bool // rt was supplied: blocking waits tell it what they wait for
 	log      *slog.Logger
 	manifest *wal.Store
 	cache    *runCache
@@ -226,6 +252,9 @@ type Provider struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// running counts the goroutines wg waits for (a cooperative runtime's
+	// Block cannot wait on a WaitGroup).
+	running atomic.Int32
 }
 
 type pendingWrite struct {
@@ -242,13 +271,13 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{
-		cfg: cfg, log: cfg.Logger,
+		cfg: cfg, log: cfg.Logger, rt: cfg.runtime(), coop: cfg.Runtime != nil,
 		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
 		cache:       newRunCache(cfg.CacheBytes),
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
 		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
 		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
-		waitQ: make(chan pendingWrite, 1<<14),
+		waitQ: make(chan pendingWrite, cfg.WriteQueue),
 	}
 	prod, err := p.newProducer(ctx)
 	if err != nil {
@@ -265,9 +294,8 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		p.recoverLimit = m.NextSequence()
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.wg.Add(2)
-	go func() { defer p.wg.Done(); p.waiter() }()
-	go func() { defer p.wg.Done(); p.truncator() }()
+	p.goTracked(p.waiter)
+	p.goTracked(p.truncator)
 	return p, nil
 }
 
@@ -284,6 +312,10 @@ func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
 		MaxInFlightBytes:    p.cfg.MaxInFlightBytes,
 		Logger:              p.cfg.Logger,
 		Meter:               p.cfg.Meter,
+		Runtime:             p.cfg.Runtime,
+
+		UploadInitialBackoff:   p.cfg.RetryBackoff,
+		ManifestInitialBackoff: p.cfg.RetryBackoff,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objectwal: claiming log %s: %w", p.cfg.Prefix, err)
@@ -347,14 +379,16 @@ var testHookAppended func(*wal.Durability)
 func (p *Provider) waiter() {
 	for {
 		var pw pendingWrite
+		p.block(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
 		select {
 		case pw = <-p.waitQ:
-		case <-p.ctx.Done():
+		case <-p.only(p.ctx.Done(), len(p.waitQ) == 0):
 			return
 		}
+		p.block(func() bool { return isDone(pw.d.Done()) || p.ctx.Err() != nil })
 		select {
 		case <-pw.d.Done():
-		case <-p.ctx.Done():
+		case <-p.only(p.ctx.Done(), !isDone(pw.d.Done())):
 			pw.done(nil, errors.New("objectwal: provider closed"))
 			return
 		}
@@ -402,7 +436,7 @@ func (p *Provider) onProducerError(prod *wal.Producer, err error) {
 		if p.fatal == nil {
 			p.fatal = fmt.Errorf("objectwal: log %s was claimed by a newer incarnation: %w", p.cfg.Prefix, err)
 			if p.degradedSince.IsZero() {
-				p.degradedSince = time.Now()
+				p.degradedSince = p.rt.Now()
 			}
 			p.log.Error("object WAL fenced; this process can no longer write", "prefix", p.cfg.Prefix)
 		}
@@ -418,18 +452,58 @@ func (p *Provider) onProducerError(prod *wal.Producer, err error) {
 		return
 	}
 	p.down = fmt.Errorf("objectwal: WAL producer halted, re-claiming the log: %w", err)
-	p.degradedSince = time.Now()
+	p.degradedSince = p.rt.Now()
 	p.wg.Add(1)
+	p.running.Add(1)
 	p.mu.Unlock()
 	p.log.Warn("object WAL cannot write; recovering", "prefix", p.cfg.Prefix, "err", err)
-	go p.recoverProducer(prod)
+	p.rt.Go(func() { p.recoverProducer(prod) })
+}
+
+// goTracked runs f on the runtime, counted by wg (and running).
+func (p *Provider) goTracked(f func()) {
+	p.wg.Add(1)
+	p.running.Add(1)
+	p.rt.Go(func() {
+		defer p.wg.Done()
+		defer p.running.Add(-1)
+		f()
+	})
+}
+
+// block tells a cooperative runtime what the caller is about to wait for
+// (wal.Runtime.Block); the real runtime's waits just block.
+func (p *Provider) block(ready func() bool) {
+	if p.coop {
+		p.rt.Block(ready)
+	}
+}
+
+// only returns ch, or nil under a cooperative runtime when ch is not the
+// select case chosen: a select picks at random among ready cases, which a
+// simulator could not replay (any fixed choice is one it could make).
+func (p *Provider) only(ch <-chan struct{}, chosen bool) <-chan struct{} {
+	if p.coop && !chosen {
+		return nil
+	}
+	return ch
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // recoverProducer closes the halted producer and claims the log again until
 // it succeeds, is fenced, or the provider closes.
 func (p *Provider) recoverProducer(halted *wal.Producer) {
 	defer p.wg.Done()
-	cctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer p.running.Add(-1)
+	cctx, cancel := p.withTimeout(p.ctx, 30*time.Second)
 	_ = halted.Close(cctx) // returns the halt cause; its writes resolve
 	cancel()
 	for backoff := 100 * time.Millisecond; p.ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
@@ -448,7 +522,7 @@ func (p *Provider) recoverProducer(halted *wal.Producer) {
 			p.recoveries++
 			p.mu.Unlock()
 			p.log.Warn("object WAL recovered: log re-claimed", "prefix", p.cfg.Prefix, "epoch", np.Epoch(),
-				"degraded_for", time.Since(since).Round(time.Millisecond))
+				"degraded_for", p.rt.Now().Sub(since).Round(time.Millisecond))
 			return
 		}
 		if errors.Is(err, wal.ErrFenced) {
@@ -461,19 +535,37 @@ func (p *Provider) recoverProducer(halted *wal.Producer) {
 		p.mu.Lock()
 		p.down = fmt.Errorf("objectwal: WAL producer halted, re-claiming the log (last attempt: %v)", err)
 		p.mu.Unlock()
-		_ = sleep(p.ctx, backoff)
+		_ = p.sleep(p.ctx, backoff)
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// sleep waits d on the runtime's clock or until ctx ends.
+func (p *Provider) sleep(ctx context.Context, d time.Duration) error {
+	fired := make(chan struct{})
+	stop := p.rt.AfterFunc(d, func() { close(fired) })
+	defer stop()
+	if p.coop {
+		// Block returns early where the runtime cannot park: the sleep
+		// then ends early.
+		p.rt.Block(func() bool { return isDone(fired) || ctx.Err() != nil })
+		return ctx.Err()
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-fired:
 		return nil
 	}
+}
+
+// withTimeout is context.WithTimeout on the runtime's clock.
+func (p *Provider) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if !p.coop {
+		return context.WithTimeout(ctx, d)
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := p.rt.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return cctx, func() { stop(); cancel(context.Canceled) }
 }
 
 var _ provider.HealthReporter = (*Provider)(nil)
@@ -501,21 +593,9 @@ func (p *Provider) Read(ctx context.Context, target provider.Target, runStart, f
 	}
 	entries, ok := p.cache.get(string(target))
 	if !ok {
-		raw, err := p.cfg.Store.GetRange(ctx, tg.location, tg.offset, tg.length)
-		switch {
-		case errors.Is(err, objectstore.ErrNotFound):
-			return nil, fmt.Errorf("%w: segment %s", provider.ErrNotFound, tg.location)
-		case errors.Is(err, objectstore.ErrCorrupt):
-			return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
-		case err != nil:
-			return nil, err
-		}
-		if int64(len(raw)) != tg.length {
-			return nil, fmt.Errorf("%w: segment %s is shorter than the run's range", provider.ErrCorrupt, tg.location)
-		}
-		entries, err = decodeRun(raw, runStart)
+		entries, err = readRun(ctx, p.cfg.Store, tg, runStart)
 		if err != nil {
-			return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
+			return nil, err
 		}
 		p.cache.put(string(target), entries)
 	}
@@ -532,6 +612,44 @@ func (p *Provider) Read(ctx context.Context, target provider.Target, runStart, f
 		size += len(e.Payload)
 	}
 	return out, nil
+}
+
+// ReadRun reads and verifies the whole run a target of this provider names
+// from store, without a provider (an oracle or a debugging tool: no cache,
+// no claim).
+func ReadRun(ctx context.Context, store objectstore.ObjectStore, target provider.Target, runStart int64) ([]provider.ReadEntry, error) {
+	tg, err := decodeTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	return readRun(ctx, store, tg, runStart)
+}
+
+func readRun(ctx context.Context, store objectstore.ObjectStore, tg target, runStart int64) ([]provider.ReadEntry, error) {
+	raw, err := store.GetRange(ctx, tg.location, tg.offset, tg.length)
+	switch {
+	case errors.Is(err, objectstore.ErrNotFound):
+		return nil, fmt.Errorf("%w: segment %s", provider.ErrNotFound, tg.location)
+	case errors.Is(err, objectstore.ErrCorrupt):
+		return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
+	case err != nil:
+		return nil, err
+	}
+	if int64(len(raw)) != tg.length {
+		return nil, fmt.Errorf("%w: segment %s is shorter than the run's range", provider.ErrCorrupt, tg.location)
+	}
+	entries, err := decodeRun(raw, runStart)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment %s: %w", provider.ErrCorrupt, tg.location, err)
+	}
+	return entries, nil
+}
+
+// TargetSegment returns the segment object a target of this provider
+// names (for oracles and tools).
+func TargetSegment(target provider.Target) (string, error) {
+	tg, err := decodeTarget(target)
+	return tg.location, err
 }
 
 // Release implements provider.Provider.
@@ -608,13 +726,9 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 // rides on the producer's own manifest commits (wal.Producer.Truncate), so
 // the producer stays the manifest's only writer and never re-plans a CAS.
 func (p *Provider) truncator() {
-	t := time.NewTicker(p.cfg.TruncateInterval)
-	defer t.Stop()
 	for {
-		select {
-		case <-p.ctx.Done():
+		if p.sleep(p.ctx, p.cfg.TruncateInterval) != nil {
 			return
-		case <-t.C:
 		}
 		p.mu.Lock()
 		limit, any, dirty := p.resolvedThrough, p.resolvedAny, p.truncDirty
@@ -623,15 +737,16 @@ func (p *Provider) truncator() {
 		if !any || !dirty {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		ctx, cancel := p.withTimeout(p.ctx, 30*time.Second)
 		if err := p.truncate(ctx, limit); err != nil && p.ctx.Err() == nil {
 			p.mu.Lock()
 			p.truncDirty = true // try again next tick
 			// At most one warning per 30 s: while the store is down this
 			// fails every TruncateInterval.
-			warn := time.Since(p.lastTruncWarn) >= 30*time.Second
+			now := p.rt.Now()
+			warn := now.Sub(p.lastTruncWarn) >= 30*time.Second
 			if warn {
-				p.lastTruncWarn = time.Now()
+				p.lastTruncWarn = now
 			}
 			p.mu.Unlock()
 			if warn {
@@ -661,7 +776,7 @@ func (p *Provider) truncate(ctx context.Context, limit uint64) error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for _, e := range entries {
-			if e.End()-1 > limit || p.outstanding[e.Location] > 0 {
+			if e.End()-1 > limit || p.outstanding[e.Location] > 0 && PlantedBug != BugTruncateIgnoresOutstanding {
 				break
 			}
 			through, any = e.End()-1, true
@@ -683,7 +798,7 @@ func (p *Provider) truncate(ctx context.Context, limit uint64) error {
 			p.retain(e.Location, runs, size)
 		}
 		p.mu.Unlock()
-		if len(runs) > 0 {
+		if len(runs) > 0 && PlantedBug != BugTruncateDeletesCommitted {
 			continue
 		}
 		if err := p.cfg.Store.Delete(ctx, e.Location, nil); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
@@ -706,6 +821,7 @@ func (p *Provider) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.cancel()
+	p.block(func() bool { return p.running.Load() == 0 })
 	p.wg.Wait()
 	// Anything still queued never resolved: the core treats those appends
 	// as unknown and the next incarnation settles them.

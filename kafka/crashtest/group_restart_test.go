@@ -16,12 +16,15 @@ import (
 	"github.com/nereusstream/nereus-go/internal/testserver"
 )
 
-// heartbeatCounter counts ConsumerGroupHeartbeat requests a client wrote
-// successfully.
-type heartbeatCounter struct{ n atomic.Int64 }
+// heartbeatCounter counts heartbeat requests (Heartbeat 12 or
+// ConsumerGroupHeartbeat 68) a client wrote successfully.
+type heartbeatCounter struct {
+	key int16
+	n   atomic.Int64
+}
 
 func (h *heartbeatCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if key == 68 && err == nil {
+	if key == h.key && err == nil {
 		h.n.Add(1)
 	}
 }
@@ -34,12 +37,24 @@ func (h *heartbeatCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int,
 // are accepted, no partition is revoked, lost or assigned on either member,
 // the group epoch and the member epochs are unchanged, and both members go
 // on consuming (records produced after the restart are all read).
-func TestKIP848GroupSurvivesRestart(t *testing.T) {
+func TestKIP848GroupSurvivesRestart(t *testing.T) { groupSurvivesRestart(t, false) }
+
+// TestClassicGroupSurvivesRestart is the same for a classic group (kgo's
+// default cooperative-sticky balancer, JoinGroup/SyncGroup/Heartbeat): the
+// stored Stable group is resumed, the members' heartbeats with their
+// generation are accepted and nothing is rebalanced.
+func TestClassicGroupSurvivesRestart(t *testing.T) { groupSurvivesRestart(t, true) }
+
+func groupSurvivesRestart(t *testing.T, classic bool) {
 	ts := testserver.Start(t, testserver.Options{DisablePulsar: true,
 		Args: []string{"--kafka-consumer-heartbeat-interval", "300ms"}})
 	addr := ts.KafkaAddr()
 	const partitions = 6
-	topic := fmt.Sprintf("kip848-restart-%d", time.Now().UnixNano())
+	kind, hbKey := "kip848", int16(68)
+	if classic {
+		kind, hbKey = "classic", 12
+	}
+	topic := fmt.Sprintf("%s-restart-%d", kind, time.Now().UnixNano())
 	group := topic + "-group"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -80,9 +95,13 @@ func TestKIP848GroupSurvivesRestart(t *testing.T) {
 	}
 	hbs := map[string]*heartbeatCounter{}
 	start := func(name string) *kgo.Client {
-		hbs[name] = &heartbeatCounter{}
+		hbs[name] = &heartbeatCounter{key: hbKey}
+		protocol := kgo.ServerSideBalancer()
+		if classic {
+			protocol = kgo.HeartbeatInterval(300 * time.Millisecond)
+		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-			kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hbs[name]),
+			protocol, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hbs[name]),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(name, "assigned", ps) }),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(name, "revoked", ps) }),
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(name, "lost", ps) }))
@@ -117,6 +136,25 @@ func TestKIP848GroupSurvivesRestart(t *testing.T) {
 		}
 	}
 	describe := func() (kmsg.ConsumerGroupDescribeResponseGroup, error) {
+		if classic {
+			// The same shape from DescribeGroups: state and member ids
+			// (a classic member has no epoch; the generation is not
+			// described, the callbacks and heartbeats tell the rest).
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Groups = []string{group}
+			resp, err := req.RequestWith(ctx, admCl)
+			if err != nil {
+				return kmsg.ConsumerGroupDescribeResponseGroup{}, err
+			}
+			if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+				return kmsg.ConsumerGroupDescribeResponseGroup{}, fmt.Errorf("describe: %+v", resp.Groups)
+			}
+			g := kmsg.ConsumerGroupDescribeResponseGroup{State: resp.Groups[0].State}
+			for _, m := range resp.Groups[0].Members {
+				g.Members = append(g.Members, kmsg.ConsumerGroupDescribeResponseGroupMember{MemberID: m.MemberID})
+			}
+			return g, nil
+		}
 		req := kmsg.NewPtrConsumerGroupDescribeRequest()
 		req.Groups = []string{group}
 		resp, err := req.RequestWith(ctx, admCl)

@@ -1,4 +1,9 @@
-package lifecycletest
+// Package zkledgers counts, from outside a server, the BookKeeper ledgers
+// in ZooKeeper that belong to Nereus streams: a walk of the ledgers root
+// (both hierarchical layouts: a ledger znode is named L<digits>) reading
+// each ledger's metadata for the stream tag the BookKeeper WAL writes
+// (bkwal.StreamKey). Tests only; it owns no product code and never writes.
+package zkledgers
 
 import (
 	"context"
@@ -13,29 +18,30 @@ import (
 	"github.com/nereusstream/nereus-go/stream/bkwal"
 )
 
-// zkLedgers counts, from outside the server, the BookKeeper ledgers in
-// ZooKeeper whose Nereus stream tag names one of the stream IDs: a walk of
-// the ledgers root (both layouts: a ledger znode is named L<digits>).
-type zkLedgers struct {
+// Counter is a ZooKeeper session on one ledgers root.
+type Counter struct {
 	store *bookkeeper.ZKStore
 }
 
-func (e *lc) zk(t *testing.T) *zkLedgers {
-	t.Helper()
+// Dial connects to zk (a connect string) at the ledgers root; the session
+// is closed when tb ends.
+func Dial(tb testing.TB, zk, root string) *Counter {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := bookkeeper.DialZK(ctx, bk.ZK, bookkeeper.ZKOptions{LedgersRoot: bk.Root,
+	store, err := bookkeeper.DialZK(ctx, zk, bookkeeper.ZKOptions{LedgersRoot: root,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	return &zkLedgers{store: store}
+	tb.Cleanup(func() { _ = store.Close() })
+	return &Counter{store: store}
 }
 
-// count returns, per stream ID, how many ledgers carry its tag.
-func (z *zkLedgers) count(t *testing.T, ids ...string) map[string]int {
-	t.Helper()
+// Count returns, per stream ID, how many ledgers carry its tag (IDs with
+// none are absent from the map).
+func (z *Counter) Count(tb testing.TB, ids ...string) map[string]int {
+	tb.Helper()
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
@@ -77,4 +83,14 @@ func (z *zkLedgers) count(t *testing.T, ids ...string) map[string]int {
 	}
 	walk(z.store.Root(), 0)
 	return out
+}
+
+// Total is the number of ledgers of all of ids.
+func (z *Counter) Total(tb testing.TB, ids ...string) int {
+	tb.Helper()
+	n := 0
+	for _, c := range z.Count(tb, ids...) {
+		n += c
+	}
+	return n
 }
