@@ -381,6 +381,12 @@ type Producer struct {
 	truncQ    chan *truncReq
 	truncs    []*truncReq
 	truncSent atomic.Int64 // requests handed to the committer (tests wait on it)
+	// truncPlanned: the entries the attempts of the current commit (and
+	// truncMaybe: of earlier failed commits whose outcome was unknown)
+	// planned to drop, by sequence; what is reported as dropped is proven
+	// from them against the final manifest (truncate.go). Committer-owned.
+	truncPlanned map[uint64]Entry
+	truncMaybe   []Entry
 
 	// For a cooperative runtime's Block (runtime.go): queuesClosed is set
 	// before the sealer closes uploadQ and commitQ; workersLeft counts
@@ -769,6 +775,10 @@ func (p *Producer) uploadLoop() {
 		// meanwhile is the next group.
 		kick := p.cfg.GroupCommit && p.uploading == 0 && len(p.pending) > 0
 		p.mu.Unlock()
+		// Only now may the committer commit it: once its Appends resolve
+		// the pipeline must look idle, or a Truncate sent right then is
+		// held for a batch that never comes (pipelineIdle).
+		close(s.uploaded)
 		if kick {
 			p.signalSealer()
 		}
@@ -785,7 +795,7 @@ func permanentStoreError(err error) bool {
 // are unique per (run, ordinal) and a retry rewrites identical bytes, so a
 // retry after an ambiguous failure is idempotent.
 func (p *Producer) upload(s *pipeSegment) {
-	defer close(s.uploaded)
+	// The caller (uploadLoop) closes s.uploaded.
 	if err := p.haltedErr(); err != nil {
 		s.uploadErr = err
 		return
@@ -1021,11 +1031,23 @@ func (p *Producer) fail(s *pipeSegment, err error) {
 // loaded and epoch-checked), so a successful CAS proves the epoch is still
 // ours; the in-memory epoch is asserted once more right before each write.
 func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after error, unknown bool, err error) {
+	if len(p.truncs) == 0 {
+		return p.commitAttempts(batch)
+	}
+	p.beginTruncs()
+	seqs, after, unknown, err = p.commitAttempts(batch)
+	p.endTruncs(after == nil && err == nil, unknown)
+	return seqs, after, unknown, err
+}
+
+// commitAttempts is commitEntries' CAS loop.
+func (p *Producer) commitAttempts(batch []*pipeSegment) (seqs []uint64, after error, unknown bool, err error) {
 	var total uint64
 	for _, s := range batch {
 		total += uint64(s.records)
 	}
 	base := p.m.NextSequence()
+	truncFirst := p.m.firstLive()
 	reload := false
 	conflicts, transient := 0, 0
 	bo := newBackoff(p.cfg.ManifestInitialBackoff, p.rt)
@@ -1058,7 +1080,7 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 				return nil, nil, unknown, fmt.Errorf("nereus/wal: manifest %s disappeared while the producer held epoch %d", p.cfg.ManifestPath, p.epoch)
 			}
 			if unknown {
-				landed, s, rerr := p.landed(m, batch, base, total)
+				landed, s, rerr := p.landed(m, batch, base, total, truncFirst)
 				if rerr != nil {
 					return nil, nil, unknown, rerr
 				}
@@ -1090,6 +1112,7 @@ func (p *Producer) commitEntries(batch []*pipeSegment) (seqs []uint64, after err
 		if err := p.planTruncs(work); err != nil {
 			return nil, nil, unknown, err
 		}
+		truncFirst = work.firstLive()
 		seqs = make([]uint64, len(batch))
 		for i, s := range batch {
 			seq, aerr := work.Append(s.location, s.metas, s.records)
@@ -1165,7 +1188,9 @@ func (p *Producer) fencedErr(newEpoch uint64) error {
 //     NextSequence == base proves it did not.
 //
 // Anything else is an invariant violation.
-func (p *Producer) landed(m *Manifest, batch []*pipeSegment, base, total uint64) (bool, []uint64, error) {
+// truncFirst is the first remaining sequence the attempt's truncations
+// left (p.m's own when it planned none).
+func (p *Producer) landed(m *Manifest, batch []*pipeSegment, base, total, truncFirst uint64) (bool, []uint64, error) {
 	tail, err := m.TailLocations(4*len(batch) + 64)
 	if err != nil {
 		return false, nil, err
@@ -1190,6 +1215,14 @@ func (p *Producer) landed(m *Manifest, batch []*pipeSegment, base, total uint64)
 	if found < 0 && m.Epoch() == p.epoch {
 		switch m.NextSequence() {
 		case base:
+			if total == 0 && truncFirst > p.m.firstLive() && m.firstLive() >= truncFirst {
+				// A truncation-only commit has no entries to find; the
+				// manifest's first remaining sequence proves it landed: the
+				// attempt moved it from p.m's to truncFirst (or a truncator
+				// at our epoch went further since — what is reported as
+				// dropped is settled against this manifest by endTruncs).
+				return true, nil, nil
+			}
 			return false, nil, nil
 		case base + total:
 			found = 0
