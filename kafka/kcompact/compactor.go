@@ -65,6 +65,9 @@ type Options struct {
 	// ReplacesLog makes the view replace the lossless log below the
 	// cleaned point (compact-only topics; stream.LosslessReplacer).
 	ReplacesLog bool
+	// LogEnd is the partition's end offset when the pass was planned: the
+	// batch ending there is never compacted (0: no such rule).
+	LogEnd int64
 }
 
 // attrDeleteHorizon is Kafka's DefaultRecordBatch DELETE_HORIZON_FLAG_MASK:
@@ -108,6 +111,8 @@ type Compactor struct {
 	txnData map[int64]bool
 	// reclean is the earliest delete horizon a kept batch carries.
 	reclean int64
+	// last is the offset of the last entry Scan accepted.
+	last int64
 }
 
 var (
@@ -242,6 +247,7 @@ func (c *Compactor) Scan(e stream.ReadEntry) (bool, error) {
 		o.keys = append(o.keys, t.k)
 		c.pending++
 	}
+	c.last = e.Offset
 	for _, m := range markers {
 		o, ok := c.open[m.pid]
 		if !ok {
@@ -261,9 +267,16 @@ func (c *Compactor) Scan(e stream.ReadEntry) (bool, error) {
 }
 
 // SafeEnd implements stream.Compactor: never past the first batch of a
-// transaction still open (Kafka's last stable offset).
+// transaction still open (Kafka's last stable offset), and never the
+// partition's last batch: Kafka never cleans the active segment, which
+// always holds the last batch, so a consumer's position can always reach
+// the end through a batch (a compacted tail of gaps only would leave it
+// fetching nothing below the end).
 func (c *Compactor) SafeEnd(scanned int64) int64 {
 	end := scanned
+	if c.opt.LogEnd > 0 && scanned >= c.opt.LogEnd {
+		end = min(end, c.last)
+	}
 	for _, o := range c.open {
 		end = min(end, o.first)
 	}

@@ -115,6 +115,11 @@ func TestLastPerKeyAndTransactions(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("view %v, want %v", got, want)
 	}
+	// The partition's last batch is never compacted (Kafka's active
+	// segment holds it).
+	if _, cut := view(t, Options{NowMs: 100, DeleteRetentionMs: 1000, LogEnd: 9}, es...); cut != 8 {
+		t.Fatalf("cut with the log ending at 9 = %d, want 8 (before the last batch)", cut)
+	}
 	// An open transaction stops the pass before its first batch.
 	got, cut = view(t, Options{NowMs: 100, DeleteRetentionMs: 1000}, es[:3]...)
 	if cut != 3 {

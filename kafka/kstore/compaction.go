@@ -21,7 +21,9 @@ const CompactViewKind = "kafka-compact"
 //   - something is older than max(min.compaction.lag.ms, segment.ms): the
 //     newest segment.ms of the partition is its active, never compacted
 //     head (Kafka never cleans the active segment; Nereus has no segments,
-//     so the bound is by time only — segment.bytes does not roll it), and
+//     so the bound is by time only — segment.bytes does not roll it; and
+//     as the active segment holds the last batch, that batch is never
+//     compacted either: kcompact's LogEnd), and
 //   - the dirty ratio (payload not yet compacted / view + that payload)
 //     reaches min.cleanable.dirty.ratio, or max.compaction.lag.ms has
 //     passed since the last pass;
@@ -114,10 +116,38 @@ func (p compactionPolicy) PlanCompaction(ctx context.Context, in stream.Info, v 
 	upTo = max(upTo, v.Through)
 	del, _ := c.cleanupPolicies()
 	return upTo, kcompact.New(kcompact.Options{NowMs: now, DeleteRetentionMs: c.int64("delete.retention.ms"),
-		ReplacesLog: !del}), nil
+		ReplacesLog: !del, LogEnd: in.EndOffset}), nil
 }
 
 func (c TopicConfigs) str(name string) string {
 	v, _ := c.Get(name)
 	return v
+}
+
+// reclaimedBelowView reports whether any partition of topic name has a
+// covering view (its lossless log below the cleaned point was reclaimed):
+// such a topic cannot stop being compacted, since reads would then go to
+// the lossless log alone and lose that prefix.
+func (s *Store) reclaimedBelowView(ctx context.Context, name string) (bool, error) {
+	v, ok := s.views()
+	if !ok {
+		return false, nil
+	}
+	t, err := s.Topic(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range t.Partitions {
+		if p.proj != nil {
+			continue
+		}
+		vi, err := v.DescribeView(ctx, p.StreamID, CompactViewKind)
+		if err != nil {
+			return false, err
+		}
+		if vi.Covers {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -22,7 +22,10 @@ import org.apache.kafka.streams.kstream.*;
  * application is closed and its local state directory deleted, so phase 2
  * must restore the store from the changelog before it counts a second set
  * of lines. The latest count per word in the output topic (read with
- * read_committed) must equal the exact totals after each phase.
+ * read_committed) must equal the exact totals after each phase. Between
+ * the phases the changelog is compacted (its segment.ms lowered), so the
+ * restore reads a compacted changelog whose log below the cleaned point
+ * the broker has reclaimed.
  *
  * Usage: Streams BOOTSTRAP PREFIX STATE_DIR
  */
@@ -51,11 +54,69 @@ public final class Streams {
                     .get("cleanup.policy").value();
             if (!policy.contains("compact")) throw new IllegalStateException(changelog + " cleanup.policy=" + policy);
             System.out.println("streams: changelog " + changelog + " has cleanup.policy=" + policy);
+            compactChangelog(bootstrap, admin, changelog);
         }
-        deleteTree(stateDir.toFile()); // force a restore from the changelog
+        deleteTree(stateDir.toFile()); // force a restore from the (compacted) changelog
         produceLines(bootstrap, in, 400, 700, want);
         runUntil(bootstrap, app, in, out, stateDir, want, "phase 2 (after restoring from the changelog)");
         System.out.println("OK");
+    }
+
+    /**
+     * Streams creates its changelog with the default segment.ms (7 days),
+     * so it would never be compacted within the test: lower it (and the
+     * lag and dirty ratio) and wait until reading the changelog from the
+     * beginning, read_committed as a restore does, shows each key once
+     * (the compacted view; on a compact-only topic the log below the
+     * cleaned point is reclaimed, so the restore reads the view).
+     */
+    static void compactChangelog(String bootstrap, Admin admin, String changelog) throws Exception {
+        int[] before = readChangelog(bootstrap, changelog);
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, changelog);
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (String[] kv : new String[][]{{"segment.ms", "100"}, {"min.compaction.lag.ms", "0"}, {"min.cleanable.dirty.ratio", "0.01"}}) {
+            ops.add(new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+        }
+        admin.incrementalAlterConfigs(Map.<ConfigResource, Collection<AlterConfigOp>>of(res, ops)).all().get(30, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (true) {
+            int[] now = readChangelog(bootstrap, changelog);
+            if (now[1] == 0 && now[0] < before[0]) {
+                System.out.printf("streams: changelog compacted: %d records (%d repeated keys) before, %d after%n", before[0], before[1], now[0]);
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("changelog never compacted: " + now[0] + " records, " + now[1] + " repeated keys (before: " + before[0] + ")");
+            }
+            Thread.sleep(300);
+        }
+    }
+
+    /** Reads the whole changelog (read_committed); returns {records, records whose key was seen before}. */
+    static int[] readChangelog(String bootstrap, String topic) {
+        Properties c = new Properties();
+        c.put("bootstrap.servers", bootstrap);
+        c.put("isolation.level", "read_committed");
+        c.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        c.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> cons = new KafkaConsumer<>(c)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            cons.partitionsFor(topic).forEach(p -> tps.add(new TopicPartition(topic, p.partition())));
+            cons.assign(tps);
+            cons.seekToBeginning(tps);
+            Map<TopicPartition, Long> ends = cons.endOffsets(tps);
+            Set<String> seen = new HashSet<>();
+            int n = 0, repeated = 0;
+            long deadline = System.nanoTime() + 30_000_000_000L;
+            while (tps.stream().anyMatch(tp -> cons.position(tp) < ends.get(tp))) {
+                if (System.nanoTime() > deadline) throw new IllegalStateException("reading " + topic + " never reached " + ends);
+                for (ConsumerRecord<byte[], byte[]> r : cons.poll(Duration.ofMillis(200))) {
+                    n++;
+                    if (!seen.add(r.partition() + "/" + new String(r.key()))) repeated++;
+                }
+            }
+            return new int[]{n, repeated};
+        }
     }
 
     static void produceLines(String bootstrap, String topic, int from, int to, Map<String, Long> want) throws Exception {
@@ -92,6 +153,9 @@ public final class Streams {
         sp.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         sp.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
         sp.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
+        // No record cache: every count update goes to the changelog, so
+        // there is something to compact.
+        sp.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         sp.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         // Streams members do not leave the group on close; a short session
         // lets the restarted instance take over without waiting 45s.
