@@ -12,16 +12,22 @@
 #           metadata store), fresh data dir
 #
 # alternating round by round so a slow moment of the shared machine hits
-# both. It prints each round's publish and consume rate and the medians.
+# both. It prints each round's publish and consume rate and publish
+# latency, and the medians. The standalone's bookie keeps BookKeeper's
+# default journalSyncData=true: it fsyncs its journal before acknowledging,
+# as Nereus acknowledges only durable data. RATE=10000 measures publish
+# latency at a fixed rate (the issue's check) instead of the maximum rate.
 # (To run the pulsar tests against Apache Pulsar, start the standalone the
 # same way and set NEREUS_PULSAR_URL / NEREUS_PULSAR_HTTP_URL.)
 #
 # Usage: scripts/pulsar-compare.sh    (about 3 minutes)
-# Environment (defaults): ROUNDS=3 DURATION=20s WARMUP=5s SIZE=1024
+# Environment (defaults): ROUNDS=3 DURATION=20s WARMUP=5s SIZE=1024 RATE=0 (unthrottled)
+#   NEREUS_ARGS= (extra `nereus serve` flags)
 #   PULSAR_PORT=16660 PULSAR_HTTP=18090 BOOKIE_PORT=13181 NEREUS_PORT=16652
 #   NEREUS_HTTP=18482 CACHE=$HOME/.cache/nereus
 set -euo pipefail
-ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-20s} WARMUP=${WARMUP:-5s} SIZE=${SIZE:-1024}
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-20s} WARMUP=${WARMUP:-5s} SIZE=${SIZE:-1024} RATE=${RATE:-0}
+NEREUS_ARGS=${NEREUS_ARGS:-}
 PULSAR_PORT=${PULSAR_PORT:-16660} PULSAR_HTTP=${PULSAR_HTTP:-18090} BOOKIE_PORT=${BOOKIE_PORT:-13181}
 NEREUS_PORT=${NEREUS_PORT:-16652} NEREUS_HTTP=${NEREUS_HTTP:-18482}
 CACHE=${CACHE:-$HOME/.cache/nereus}
@@ -70,7 +76,7 @@ pids+=("$pulsar_pid")
 
 (cd "$root" && go build -o "$work/nereus" ./cmd/nereus && go build -o "$work/pulsarbench" ./bench/pulsarbench/cmd/pulsarbench)
 "$work/nereus" serve --data-dir "$work/nereus-data" --http-addr "127.0.0.1:$NEREUS_HTTP" --kafka-addr "" \
-	--pulsar-addr "127.0.0.1:$NEREUS_PORT" > "$work/nereus.log" 2>&1 &
+	--pulsar-addr "127.0.0.1:$NEREUS_PORT" $NEREUS_ARGS > "$work/nereus.log" 2>&1 &
 pids+=("$!")
 
 for i in $(seq 120); do
@@ -83,19 +89,22 @@ for i in $(seq 120); do
 	sleep 1
 done
 
-declare -A pub cons
+declare -A pub cons p50 p99
 for r in $(seq "$ROUNDS"); do
 	for target in pulsar nereus; do
 		if [ "$target" = pulsar ]; then url=pulsar://127.0.0.1:$PULSAR_PORT admin=http://127.0.0.1:$PULSAR_HTTP
 		else url=pulsar://127.0.0.1:$NEREUS_PORT admin=http://127.0.0.1:$NEREUS_HTTP; fi
-		line=$("$work/pulsarbench" -url "$url" -admin "$admin" -duration "$DURATION" -warmup "$WARMUP" -batching -size "$SIZE" | tail -1)
-		echo "round $r $target: $line"
+		line=$("$work/pulsarbench" -url "$url" -admin "$admin" -duration "$DURATION" -warmup "$WARMUP" -batching -size "$SIZE" -rate "$RATE" | tail -1)
+		echo "round $r $target (load $(cut -d' ' -f1-3 /proc/loadavg)): $line"
 		pub[$target]+="$(sed -E 's/.*publish ([0-9]+) msg.*/\1/' <<<"$line") "
 		cons[$target]+="$(sed -E 's/.*consume ([0-9]+) msg.*/\1/' <<<"$line") "
+		p50[$target]+="$(sed -E 's/.*publish latency ms p50 ([0-9.]+) .*/\1/' <<<"$line") "
+		p99[$target]+="$(sed -E 's/.*publish latency ms p50 [0-9.]+ p99 ([0-9.]+) .*/\1/' <<<"$line") "
 	done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2))}'; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for target in pulsar nereus; do
 	p=$(median <<<"${pub[$target]}") c=$(median <<<"${cons[$target]}")
-	echo "median $target: publish $p msg/s, consume $c msg/s (consume/publish $(awk "BEGIN {printf \"%.2f\", $c/$p}"))"
+	l50=$(median <<<"${p50[$target]}") l99=$(median <<<"${p99[$target]}")
+	echo "median $target: publish $p msg/s, consume $c msg/s (consume/publish $(awk "BEGIN {printf \"%.2f\", $c/$p}")); publish latency p50 $l50 ms, p99 $l99 ms"
 done
