@@ -31,8 +31,12 @@
 #   NEREUS_HTTP=18482 CACHE=$HOME/.cache/nereus (outside the clone: the
 #   resolved classpath is kept there)
 #   RATE=0 measures throughput instead (as fast as the producer can go).
+#   NEREUS_ARGS= (extra `nereus serve` flags, e.g. to A/B a setting)
+#   Before round 1 each target gets one unmeasured 5 s run (the JVM's JIT
+#   and both servers' first topic), so round 1 is not a cold start.
 set -euo pipefail
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} DURATION=${DURATION:-15s} WARMUP=${WARMUP:-3s} SIZE=${SIZE:-1024}
+NEREUS_ARGS=${NEREUS_ARGS:-}
 PULSAR_PORT=${PULSAR_PORT:-16660} PULSAR_HTTP=${PULSAR_HTTP:-18090} BOOKIE_PORT=${BOOKIE_PORT:-13181}
 NEREUS_PORT=${NEREUS_PORT:-16652} NEREUS_HTTP=${NEREUS_HTTP:-18482}
 CACHE=${CACHE:-$HOME/.cache/nereus}
@@ -88,7 +92,7 @@ pids+=("$!")
 
 (cd "$root" && go build -o "$work/nereus" ./cmd/nereus && go build -o "$work/pulsarbench" ./bench/pulsarbench/cmd/pulsarbench)
 "$work/nereus" serve --data-dir "$work/nereus-data" --http-addr "127.0.0.1:$NEREUS_HTTP" --kafka-addr "" \
-	--pulsar-addr "127.0.0.1:$NEREUS_PORT" > "$work/nereus.log" 2>&1 &
+	--pulsar-addr "127.0.0.1:$NEREUS_PORT" $NEREUS_ARGS > "$work/nereus.log" 2>&1 &
 pids+=("$!")
 
 ready=
@@ -109,12 +113,19 @@ fi
 # synced, so a figure is never taken against an unsynced journal.
 echo "pulsar bookie: $(grep -o '"journalSyncData" : "[a-z]*"' "$work/pulsar.log" | head -1)"
 
+target_urls() {
+	if [ "$1" = pulsar ]; then url=pulsar://127.0.0.1:$PULSAR_PORT admin=http://127.0.0.1:$PULSAR_HTTP
+	else url=pulsar://127.0.0.1:$NEREUS_PORT admin=http://127.0.0.1:$NEREUS_HTTP; fi
+}
+for target in pulsar nereus; do
+	target_urls "$target"
+	"$work/pulsarbench" -url "$url" -admin "$admin" -rate "$RATE" -duration 5s -warmup 1s -batching -size "$SIZE" >/dev/null
+done
 field() { sed -E "s/.*$1 ([0-9.]+).*/\1/"; }
 declare -A pub50 pub99 e2e50
 for r in $(seq "$ROUNDS"); do
 	for target in pulsar nereus; do
-		if [ "$target" = pulsar ]; then url=pulsar://127.0.0.1:$PULSAR_PORT admin=http://127.0.0.1:$PULSAR_HTTP
-		else url=pulsar://127.0.0.1:$NEREUS_PORT admin=http://127.0.0.1:$NEREUS_HTTP; fi
+		target_urls "$target"
 		line=$("$work/pulsarbench" -url "$url" -admin "$admin" -rate "$RATE" -duration "$DURATION" -warmup "$WARMUP" \
 			-batching -size "$SIZE" | tail -1)
 		echo "round $r $target (load $(cut -d' ' -f1-3 /proc/loadavg)): $line"

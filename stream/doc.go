@@ -44,11 +44,13 @@
 //  2. WAL write: the provider makes the run durable and records it as an
 //     intent (for the Object WAL, a RecordMeta in the wal manifest; one
 //     segment carries the runs of many streams).
-//  3. Head CAS (committer.go): one commit round at a time. Each round
-//     builds, for every stream with durable runs, the next head (runs
-//     appended to Pending, End advanced, dedup table updated) and sends all
-//     heads in ONE metadata Batch. Ops are independent: a conflict or an
-//     unknown outcome for one stream never holds back the others.
+//  3. Head CAS (committer.go): one commit round at a time per commit shard
+//     (Config.CommitShards; a stream always uses the same shard). Each round
+//     builds, for every stream of the shard with durable runs, the next head
+//     (runs appended to Pending, End advanced, dedup table updated) and sends
+//     all those heads in ONE metadata Batch. Ops are independent: a
+//     conflict or an unknown outcome for one stream never holds back the
+//     others.
 //  4. Settling: applied -> the appends are committed (acknowledged for
 //     *_ASYNC_OBJECT); conflict/unknown -> the owner re-reads the head
 //     before anything else and decides from the proof above; a head whose

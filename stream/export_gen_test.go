@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nereusstream/nereus-go/metadata"
 )
@@ -53,4 +54,61 @@ func NamedGenObjects(ctx context.Context, meta metadata.Store, id ID) (map[strin
 		named[rr.ObjectKey] = true
 	}
 	return named, nil
+}
+
+// MergeWindow snapshots the generation records of stream id that end at
+// ends — a merge window, as considerMerges plans one — and returns the merge
+// task of exactly that window, to run later: a plan made before another
+// process's merge and carried out after it (for tests).
+func (c *Core) MergeWindow(ctx context.Context, id ID, ends ...int64) (func(context.Context) error, error) {
+	srcs := make([]mergeSource, 0, len(ends))
+	for _, e := range ends {
+		rec, err := c.meta.Get(ctx, genKey(id, e))
+		if err != nil {
+			return nil, err
+		}
+		d, err := decodeIndexRecord(rec.Value)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, mergeSource{key: rec.Key, version: rec.Version, d: d})
+	}
+	return func(ctx context.Context) error { return c.mergeGenerations(ctx, id, srcs) }, nil
+}
+
+// DebugIndexState renders stream id's stored head frontiers, generation
+// records and offset-index records (for a test's failure message).
+func DebugIndexState(ctx context.Context, meta metadata.Store, c *Core, id ID) string {
+	var b []byte
+	if rec, err := meta.Get(ctx, headKey(id)); err == nil {
+		if h, err := decodeHead(rec.Value); err == nil {
+			b = fmt.Appendf(b, "stored head v%d: start %d end %d genThrough %d genIndexed %d indexed %d nextGen %d genPending %d pending %d\n",
+				rec.Version, h.Start, h.End, h.GenThrough, h.GenIndexedThrough, h.IndexedThrough, h.NextGen, len(h.GenPending), len(h.Pending))
+			for _, d := range h.GenPending {
+				b = fmt.Appendf(b, "  genPending [%d,%d)\n", d.Start, d.End)
+			}
+		}
+	}
+	if c != nil {
+		if h, v, err := c.readHeadView(ctx, id); err == nil {
+			b = fmt.Appendf(b, "view head v%d: start %d end %d genThrough %d genIndexed %d indexed %d nextGen %d genPending %d pending %d\n",
+				v, h.Start, h.End, h.GenThrough, h.GenIndexedThrough, h.IndexedThrough, h.NextGen, len(h.GenPending), len(h.Pending))
+		}
+	}
+	for _, p := range []string{genPrefix(id), indexPrefix(id)} {
+		recs, _ := meta.RangeScan(ctx, p, p+"\xff", 0)
+		b = fmt.Appendf(b, "%s:", p)
+		for _, r := range recs {
+			if d, err := decodeIndexRecord(r.Value); err == nil {
+				b = fmt.Appendf(b, " [%d,%d)g%d", d.Start, d.End, d.Generation)
+			}
+		}
+		b = append(b, '\n')
+	}
+	if rec, err := meta.Get(ctx, mergeClaimKey(id)); err == nil {
+		if cl, err := decodeMergeClaim(rec.Value); err == nil {
+			b = fmt.Appendf(b, "merge claim %+v\n", cl)
+		}
+	}
+	return string(b)
 }

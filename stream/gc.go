@@ -389,9 +389,16 @@ func (c *Core) collectStream(ctx context.Context, h *head, pend *gcPending, pass
 			c.gcNoteGensRetired(h.ID, bound)
 		}
 	}
-	// Superseded generations of a merge, and the next merge if one is due.
-	if err := c.considerMerges(ctx, h); err != nil {
-		return err
+	// Superseded generations of a merge, and the next merge if one is due;
+	// skipped while nothing it depends on changed since it found nothing.
+	if in := c.mergeInputsOf(h); full || !c.gcMergesQuiet(h.ID, in) {
+		quiet, err := c.considerMerges(ctx, h)
+		if err != nil {
+			return err
+		}
+		if quiet {
+			c.gcNoteMergesQuiet(h.ID, in)
+		}
 	}
 	if empty, touch := c.gcJournalEmpty(h.ID); full || !empty {
 		empty, err := c.drainJournal(ctx, h, pend)
@@ -790,6 +797,9 @@ func (c *Core) collectDeletedStream(ctx context.Context, h *head, hv metadata.Ve
 			}
 		}
 	} else if !errors.Is(err, metadata.ErrKeyNotFound) {
+		return err
+	}
+	if err := c.meta.Delete(ctx, mergeClaimKey(h.ID), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {
 		return err
 	}
 	if err := c.meta.Delete(ctx, headKey(h.ID), hv); err != nil && !errors.Is(err, metadata.ErrKeyNotFound) {

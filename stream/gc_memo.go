@@ -39,7 +39,17 @@ type gcMemo struct {
 	// written since (journalTouch counts writes, see gcTouchJournal).
 	journalEmpty bool
 	journalTouch uint64
+	// mergesQuiet: the last considerMerges scanned the whole generation
+	// index above the merge cursor at mergeKey and found nothing
+	// superseded and no window due; this process's merge tasks of the
+	// stream clear it when they end (gcMergeTaskEnded).
+	mergesQuiet bool
+	mergeKey    mergeInputs
 }
+
+// mergeInputs are what a merge decision depends on besides the generation
+// records: new indexed generations, a trim, the cursor.
+type mergeInputs struct{ start, genIndexed, cursor int64 }
 
 // everyPasses is how many GC passes make d (at least 1).
 func (c *Core) everyPasses(d time.Duration) int {
@@ -158,4 +168,31 @@ func (c *Core) gcPrune(passN int) {
 			delete(c.gc.swept, id)
 		}
 	}
+}
+
+// gcMergesQuiet reports whether considerMerges found nothing to do with
+// these inputs last time; gcNoteMergesQuiet records that it did.
+func (c *Core) gcMergesQuiet(id ID, in mergeInputs) bool {
+	c.gc.mu.Lock()
+	defer c.gc.mu.Unlock()
+	m := c.gc.memo[id]
+	return m != nil && m.mergesQuiet && m.mergeKey == in
+}
+
+func (c *Core) gcNoteMergesQuiet(id ID, in mergeInputs) {
+	c.gc.mu.Lock()
+	if m := c.gc.memo[id]; m != nil && !c.cfg.Lifecycle.GCDryRun {
+		m.mergesQuiet, m.mergeKey = true, in
+	}
+	c.gc.mu.Unlock()
+}
+
+// gcMergeTaskEnded: a merge task of stream id ended (published, refused,
+// failed or left its claim): the next pass looks again.
+func (c *Core) gcMergeTaskEnded(id ID) {
+	c.gc.mu.Lock()
+	if m := c.gc.memo[id]; m != nil {
+		m.mergesQuiet = false
+	}
+	c.gc.mu.Unlock()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
+	objmem "github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/stream/provider/memprovider"
 )
 
@@ -22,6 +23,7 @@ type opCounter struct {
 	scans  int // range scans
 	gets   int // point reads, including a batch's
 	stream int // scans of per-stream GC ranges
+	gen    int // scans of generation records from an offset (merge planning)
 }
 
 func (s *opCounter) count(f func()) {
@@ -48,6 +50,9 @@ func (s *opCounter) RangeScan(ctx context.Context, min, max string, limit int) (
 			if strings.HasPrefix(min, p) {
 				s.stream++
 			}
+		}
+		if strings.HasPrefix(min, genKeyPrefix) && len(min) > len(genKeyPrefix)+17 {
+			s.gen++ // not a whole-prefix scan (retirement, the orphan sweep)
 		}
 	})
 	return s.Store.RangeScan(ctx, min, max, limit)
@@ -182,5 +187,96 @@ func TestGCFullTurnsCoverEveryStream(t *testing.T) {
 				t.Fatalf("stream %d is due %d times in %d passes", id, hits, n)
 			}
 		}
+	}
+}
+
+// TestQuietGCPassSkipsMergeScans: streams whose indexed generations are too
+// few to merge yet are not rescanned for merges by every GC pass (each used
+// to range-scan its generation records), and a stream that gains
+// generations is looked at again and merged.
+func TestQuietGCPassSkipsMergeScans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta := &opCounter{Store: memstore.New()}
+	c, err := Open(ctx, Config{Metadata: meta, ObjectWAL: memprovider.New(1, memprovider.Faults{}), ObjectStore: objmem.New(), WriterID: "b1",
+		RetentionInterval: time.Hour,
+		Lifecycle: LifecycleConfig{GCDisabled: true, Interval: 5 * time.Millisecond, GenerationBytes: 1 << 20,
+			GenerationMaxAge: 5 * time.Millisecond, GCGrace: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	genRecs := func(id ID) int {
+		recs, err := meta.Store.RangeScan(ctx, genPrefix(id), genPrefix(id)+"\xff", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+	// appendGen appends one entry and waits until it is an indexed
+	// generation of its own.
+	appendGen := func(id ID, s Session, want int) {
+		if _, err := c.Append(ctx, s, AppendRequest{Entries: []Entry{{Payload: []byte("x"), RecordCount: 1}}, ExpectedStart: -1}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "an indexed generation", func() bool {
+			// The head too: a pass must not see the index grow later.
+			h, _, err := c.readHeadView(ctx, id)
+			return err == nil && h.GenIndexedThrough == h.End && genRecs(id) >= want
+		})
+	}
+	const streams = 40
+	var ids []ID
+	var sessions []Session
+	for i := range streams {
+		info, err := c.Create(ctx, fmt.Sprintf("gens-%03d", i), CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.AcquireSession(ctx, info.ID, SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, sessions = append(ids, info.ID), append(sessions, s)
+		appendGen(info.ID, s, 1)
+		appendGen(info.ID, s, 2)
+	}
+	pass := func() int {
+		meta.mu.Lock()
+		g0 := meta.gen
+		meta.mu.Unlock()
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		meta.mu.Lock()
+		defer meta.mu.Unlock()
+		return meta.gen - g0
+	}
+	first := pass()
+	t.Logf("first pass: %d generation-record scans for %d streams of two small generations", first, streams)
+	if first < streams {
+		t.Fatalf("the first pass scanned %d streams' generation records, want all %d", first, streams)
+	}
+	total := 0
+	const quiet = 4
+	for range quiet {
+		n := pass()
+		t.Logf("quiet pass: %d generation-record scans", n)
+		total += n
+	}
+	if total > streams/4 {
+		t.Fatalf("%d quiet passes scanned generation records %d times (%d streams)", quiet, total, streams)
+	}
+	// One stream grows to a full merge window: the pass after that merges.
+	busy := ids[0]
+	for n := 3; n <= mergeFanIn; n++ {
+		appendGen(busy, sessions[0], n)
+	}
+	for i := 0; i < 100 && c.LifecycleStats().Merges == 0; i++ {
+		pass()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c.LifecycleStats().Merges == 0 {
+		t.Fatalf("no merge of the stream that grew to %d generations: %+v", mergeFanIn, c.LifecycleStats())
 	}
 }

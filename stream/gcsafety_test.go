@@ -178,7 +178,7 @@ func runGCSafety(t *testing.T, seed int64) int64 {
 					}
 					if err != nil {
 						if ctx.Err() == nil && !errors.Is(err, stream.ErrClosed) && !isUnavailable(err) {
-							violate("seed %d phase %d stream %d read at %d: %v", seed, p, i, from, err)
+							violate("seed %d phase %d stream %d read at %d: %v\n%s", seed, p, i, from, err, stream.DebugIndexState(ctx, meta.Inner(), c, ids[i]))
 						}
 						time.Sleep(2 * time.Millisecond)
 						continue
@@ -268,7 +268,7 @@ func runGCSafety(t *testing.T, seed int64) int64 {
 		for from := in.StartOffset; from < in.EndOffset; {
 			res, err := c.Read(ctx, ids[i], from, stream.ReadOptions{MaxBytes: 64 << 10})
 			if err != nil {
-				t.Fatalf("seed %d stream %d final read at %d: %v", seed, i, from, err)
+				t.Fatalf("seed %d stream %d final read at %d: %v\n%s", seed, i, from, err, stream.DebugIndexState(ctx, meta.Inner(), c, ids[i]))
 			}
 			for _, e := range res.Entries {
 				got[e.Offset] = e.Payload

@@ -23,12 +23,16 @@ import (
 //     source smaller than GenerationBytes/2, contiguous, at most
 //     GenerationBytes together; merged once half a generation's worth, or
 //     mergeFanIn sources, or closed off by a larger one);
-//  2. the task takes a slot and a durable lease from a (the sources may be
-//     read while another broker's GC looks at them), and reserves a
-//     generation number by head CAS (NextGen > gen: idempotent, so an
-//     unknown outcome is settled by the pipeline's re-read). A number below
-//     NextGen is what lets the orphan sweep collect the object of a merge
-//     that never published;
+//  2. the task takes a slot, then the stream's merge claim (merge_claim.go:
+//     one merge of a stream at a time across processes; a stale claim is
+//     taken over only after its holder's publication was fenced or
+//     finished), and checks under the claim that its sources are unchanged
+//     (a plan made before another merge published is refused). It takes a
+//     durable lease from a (the sources may be read while another broker's
+//     GC looks at them), and reserves a generation number of its own by
+//     head CAS (NextGen = n+1 for the n it read; a lost outcome wastes a
+//     number). A number below NextGen is what lets the orphan sweep collect
+//     the object of a merge that never published;
 //  3. it reads the sources, builds and PUTs the object create-only (as
 //     materialization does: an unknown PUT is proven by content);
 //  4. it journals the last source (once its record is replaced nothing
@@ -37,19 +41,22 @@ import (
 //     Applied or not is proven by re-reading that record: it names the
 //     merged object (published) or another version (not, and never will:
 //     the condition can no longer hold). While the record still holds the
-//     source's version after a lost response, the outcome stays unknown
-//     and the object is kept for the orphan sweep to judge;
-//  5. the other sources are journaled and their records deleted. GC retires
-//     journaled objects after the grace period once no protection needs
-//     them, and never while a record names them (a merge that journaled its
-//     last source and did not publish leaves it named: the journal entry is
-//     dropped).
+//     source's version after a lost response, the outcome stays unknown:
+//     the claim is kept (whoever takes it over fences the write) and the
+//     object is kept for the orphan sweep to judge;
+//  5. the other sources are journaled and their records deleted, and the
+//     claim is released. GC retires journaled objects after the grace
+//     period once no protection needs them, and never while a record names
+//     them (a merge that journaled its last source and did not publish
+//     leaves it named: the journal entry is dropped).
 //
-// A crash after 4 leaves records that a later record covers; every GC pass
-// retires such superseded records (retireSuperseded), so the merge is
-// finished by whoever owns the stream next. A crash before 4 leaves an
-// unnamed object numbered below NextGen: the orphan sweep's. Nothing is
-// published twice: the switch is one conditional write on one key.
+// A crash after 4 leaves records that a later record covers and the claim:
+// whoever takes the claim over retires them, and so does every GC pass
+// (retireSuperseded, also for merges of versions without claims). A crash
+// before 4 leaves an unnamed object numbered below NextGen: the orphan
+// sweep's. Nothing is published twice: the switch is one conditional write
+// on one key, and the claim keeps a second merge from planning around an
+// unfinished one.
 
 // mergeFanIn is how many small generations are merged at most (and at
 // least, for a window the index has not closed off yet).
@@ -89,12 +96,28 @@ func planMerge(recs []descriptor, start int64, cfg LifecycleConfig, complete boo
 	return 0, 0, false
 }
 
+// mergeInputsOf is what considerMerges' decision for h depends on besides
+// the generation records (gc_memo.go).
+func (c *Core) mergeInputsOf(h *head) mergeInputs {
+	in := mergeInputs{start: h.Start, genIndexed: h.GenIndexedThrough}
+	if m := c.mat; m != nil {
+		m.mu.Lock()
+		in.cursor = m.mergeCursor[h.ID]
+		m.mu.Unlock()
+	}
+	return in
+}
+
 // considerMerges retires superseded generation records of h (a merge that
-// published but did not finish) and starts a merge task when a window is
-// due. Called by the GC pass for every live stream this process owns.
-func (c *Core) considerMerges(ctx context.Context, h *head) error {
+// published but did not finish; the claim's next holder retires them too)
+// and starts a merge task when a window is due. Called by the GC pass for
+// every live stream this process owns. quiet reports that it scanned
+// everything above the merge cursor and found nothing to do (and left the
+// cursor where it was), so later passes may skip it while its inputs stay
+// the same (gc_memo.go).
+func (c *Core) considerMerges(ctx context.Context, h *head) (quiet bool, err error) {
 	if c.gens == nil || c.mat == nil || h.State != StateActive && h.State != StateSealed || h.GenIndexedThrough <= h.Start {
-		return nil
+		return true, nil
 	}
 	m := c.mat
 	m.mu.Lock()
@@ -103,13 +126,13 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 	const limit = 256
 	recs, err := c.meta.RangeScan(ctx, genKey(h.ID, cursor+1), genKey(h.ID, h.GenIndexedThrough+1), limit)
 	if err != nil || len(recs) == 0 {
-		return err
+		return err == nil, err
 	}
 	srcs := make([]mergeSource, 0, len(recs))
 	for _, r := range recs {
 		d, err := decodeIndexRecord(r.Value)
 		if err != nil {
-			return fmt.Errorf("generation record %s: %w", r.Key, err)
+			return false, fmt.Errorf("generation record %s: %w", r.Key, err)
 		}
 		srcs = append(srcs, mergeSource{key: r.Key, version: r.Version, d: d})
 	}
@@ -122,19 +145,22 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 		superseded[k] = minStart <= srcs[k].d.Start
 		minStart = min(minStart, srcs[k].d.Start)
 	}
+	retired := false
 	for k, s := range srcs {
 		if !superseded[k] {
 			live = append(live, s)
 			continue
 		}
 		if err := c.retireGenRecord(ctx, h.ID, s, "superseded by a merged generation"); err != nil {
-			return err
+			return false, err
 		}
+		retired = true
 	}
+	quiet = !retired && len(recs) < limit
 	// A dry run deletes nothing, so it would never retire the sources of a
 	// merge: no merges then.
 	if c.cfg.Lifecycle.DisableMerge || c.cfg.Lifecycle.GCDryRun || len(live) < 2 {
-		return nil
+		return quiet, nil
 	}
 	ds := make([]descriptor, len(live))
 	for k, s := range live {
@@ -154,12 +180,13 @@ func (c *Core) considerMerges(ctx context.Context, h *head) error {
 			next = max(next, ds[len(ds)-1].End)
 		}
 		m.mu.Lock()
+		moved := m.mergeCursor[h.ID] != next
 		m.mergeCursor[h.ID] = next
 		m.mu.Unlock()
-		return nil
+		return quiet && !moved, nil
 	}
 	m.startMerge(h, append([]mergeSource(nil), live[i:j]...))
-	return nil
+	return false, nil
 }
 
 // retireGenRecord journals s's object and then deletes its record.
@@ -200,6 +227,7 @@ func (m *materializer) startMerge(h *head, srcs []mergeSource) {
 		err := m.c.mergeGenerations(tctx, h.ID, srcs)
 		cancel()
 		<-m.sem
+		m.c.gcMergeTaskEnded(h.ID)
 		m.done(h.ID)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrStreamNotFound) {
 			m.c.lc.mergeFailures.Add(1)
@@ -227,6 +255,28 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	if a < h.Start || b > h.GenIndexedThrough {
 		return nil // trimmed or not indexed any more: plan again
 	}
+	// One merge of a stream at a time, across processes (merge_claim.go).
+	hc, err := c.claimMerge(ctx, id, srcs)
+	if err != nil || hc == nil {
+		return err
+	}
+	// The claim is released once the outcome is settled; an unknown
+	// publication or an unfinished retirement keeps it for whoever takes
+	// it over to settle.
+	release := true
+	defer func() {
+		if release {
+			rctx, cancel := c.rt.withTimeout(context.WithoutCancel(ctx), unknownBackoff*50)
+			c.releaseMergeClaim(rctx, id, hc)
+			cancel()
+		}
+	}()
+	if ok, err := c.mergeSourcesUnchanged(ctx, id, srcs); err != nil || !ok {
+		if err == nil {
+			c.log.Debug("merge plan went stale before its claim", "stream", id, "start", a, "end", b)
+		}
+		return err
+	}
 	// The task reads generations only: WAL runs below GenThrough are not
 	// its to keep.
 	c.slots.setGen(sl, h.GenThrough)
@@ -236,14 +286,14 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	}
 	c.leases.hold(lease)
 	defer c.leases.unhold(lease)
-	gen := max(h.NextGen, 1)
+	// Each attempt reserves a number of its own (an attempt whose outcome
+	// was lost wastes one), so no other task ever builds the same number.
+	var gen uint64
 	if _, err := c.mutate(ctx, id, func(h *head) (bool, error) {
 		if h.State != StateActive && h.State != StateSealed {
 			return false, fmt.Errorf("%w: %v", ErrStreamNotFound, id)
 		}
-		if h.NextGen > gen {
-			return false, nil // reserved (by us, or passed by another task)
-		}
+		gen = max(h.NextGen, 1)
 		h.NextGen = gen + 1
 		return true, nil
 	}); err != nil {
@@ -300,9 +350,11 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	published, err := c.publishMerge(ctx, last, md)
 	if !published {
 		if err != nil {
-			// Unknown: keep the object (the orphan sweep judges it from the
-			// record later) and the journal entry (dropped by GC while the
-			// record still names the source).
+			// Unknown: keep the claim (whoever takes it over fences the
+			// publication or finishes it), the object (the orphan sweep
+			// judges it from the record later) and the journal entry
+			// (dropped by GC while the record still names the source).
+			release = false
 			c.markOrphanSweep(id)
 			return err
 		}
@@ -320,8 +372,11 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	c.lc.mergedSources.Add(int64(len(srcs)))
 	c.lc.mergedBytes.Add(sum)
 	for _, s := range srcs[:len(srcs)-1] {
-		if err := c.retireGenRecord(ctx, id, s, "superseded by a merged generation"); err != nil {
-			return err // the next GC pass retires it (retireSuperseded)
+		if err := c.retireMergedSource(ctx, id, s); err != nil {
+			// Unfinished: the claim stays, so no other merge plans around
+			// the rest; whoever takes it over retires them.
+			release = false
+			return err
 		}
 	}
 	c.lc.mergeNanos.Add(int64(c.rt.now().Sub(began)))

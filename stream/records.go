@@ -20,6 +20,7 @@ import (
 //	s/r/<id:016x>/<key hash>      retiring generation objects (GC journal)
 //	s/p/<id:016x>/<holder>        durable reader protections (leases)
 //	s/d/<id:016x>                 deleted streams awaiting physical GC
+//	s/m/<id:016x>                 merge claim: the one merge of the stream in progress (merge_claim.go)
 //
 // Index keys are the run's (generation's) exclusive end offset, zero-padded,
 // so a scan starting just past an offset finds the entry that contains it

@@ -29,8 +29,9 @@ import (
 //     start reads back, through a fresh process and whichever generation or
 //     WAL run serves it, exactly the bytes that were committed (the oracle
 //     keeps them whatever GC deleted);
-//   - the generations ever published cover disjoint ranges (nothing
-//     published twice);
+//   - the generations ever published cover disjoint ranges, except that
+//     a merged generation contains the ones it supersedes (nothing
+//     published twice, by materialization or by merges);
 //   - trims by retention are part of the store history porcupine checks.
 
 // simLifeMode overrides -sim.lifecycle (the mutation check sets it per

@@ -1,8 +1,10 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 )
 
 // TruncatePlan chooses, from the manifest's entries (oldest first, as the
@@ -30,8 +32,10 @@ type truncResult struct {
 // round trip on the append path), and needs no read of the store. The
 // request is folded into the next batch commit when segments are on their
 // way; on an idle producer it is a commit of its own. Truncate returns the
-// entries the landed commit dropped. An error means the truncation is not
-// known to have landed: treat its entries as still referenced.
+// entries the landed commit dropped, and those an earlier truncation whose
+// outcome was unknown turned out to have dropped (see endTruncs). An error
+// means the truncation is not known to have landed: treat its entries as
+// still referenced.
 func (p *Producer) Truncate(ctx context.Context, plan TruncatePlan) ([]Entry, error) {
 	r := &truncReq{plan: plan, done: make(chan truncResult, 1)}
 	p.rt.block(func() bool { return len(p.truncQ) < cap(p.truncQ) || isClosed(p.committerDone) || ctx.Err() != nil })
@@ -100,6 +104,7 @@ func (p *Producer) planTruncs(work *Manifest) error {
 				break
 			}
 			r.dropped = append(r.dropped, e)
+			p.truncPlanned[e.Sequence] = e
 		}
 		if _, err := work.TruncateThrough(through); err != nil {
 			return fmt.Errorf("nereus/wal: truncation: %w", err)
@@ -142,4 +147,75 @@ func (p *Producer) failTruncs(err error) {
 	}
 	clear(p.truncs)
 	p.truncs = p.truncs[:0]
+}
+
+// Reporting what a truncation dropped, exactly.
+//
+// The caller deletes or keeps the segments a landed truncation dropped, so
+// an entry that leaves the manifest unreported is a segment nobody deletes
+// until a restart rediscovers it. Each attempt of a commit re-plans on the
+// manifest it writes over; after an attempt whose outcome was unknown
+// applied, the re-read manifest no longer holds what it dropped, and a
+// re-plan cannot see it. So the report is proven from the manifest
+// instead: at our epoch only this producer drops entries, and only a
+// prefix, so an entry some attempt planned to drop is gone iff its
+// sequence is below the final manifest's first remaining one. When a
+// commit fails after an unknown attempt, what its attempts planned is kept
+// (truncMaybe) and settled by the next truncation that lands. (A
+// Collector truncating the same log at our epoch would have its drops of
+// planned entries reported here too; Object WAL logs run none.)
+
+// beginTruncs starts a commit carrying truncation requests.
+func (p *Producer) beginTruncs() {
+	p.truncPlanned = make(map[uint64]Entry, len(p.truncMaybe))
+	for _, e := range p.truncMaybe {
+		p.truncPlanned[e.Sequence] = e
+	}
+}
+
+// endTruncs settles the requests' dropped entries once the commit ended:
+// landed says the manifest p.m is its final state; otherwise unknown says an
+// attempt may have applied.
+func (p *Producer) endTruncs(landed, unknown bool) {
+	planned := p.truncPlanned
+	p.truncPlanned = nil
+	if !landed {
+		if unknown {
+			p.truncMaybe = sortedEntries(planned)
+		}
+		return
+	}
+	p.truncMaybe = nil
+	first := p.m.firstLive()
+	reported := make(map[uint64]bool, len(planned))
+	for _, r := range p.truncs {
+		kept := r.dropped[:0]
+		for _, e := range r.dropped {
+			if e.Sequence < first && !reported[e.Sequence] {
+				reported[e.Sequence] = true
+				kept = append(kept, e)
+			}
+		}
+		r.dropped = kept
+	}
+	var missed []Entry
+	for _, e := range sortedEntries(planned) {
+		if e.Sequence < first && !reported[e.Sequence] {
+			missed = append(missed, e)
+		}
+	}
+	if len(missed) > 0 && len(p.truncs) > 0 {
+		// Dropped by an earlier attempt whose outcome was unknown.
+		p.log.Info("truncation attempt with unknown outcome had landed", "entries", len(missed))
+		p.truncs[0].dropped = append(missed, p.truncs[0].dropped...)
+	}
+}
+
+func sortedEntries(m map[uint64]Entry) []Entry {
+	out := make([]Entry, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	return out
 }
