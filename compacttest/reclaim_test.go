@@ -115,7 +115,10 @@ func TestCompactOnlyReclaimsLog(t *testing.T) {
 	alter := func(k, v string) {
 		res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: k, Value: &v}}, topic)
 		if err == nil {
-			_, err = res.On(topic, nil)
+			var r kadm.AlterConfigsResponse
+			if r, err = res.On(topic, nil); err == nil {
+				err = r.Err
+			}
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +152,20 @@ func TestCompactOnlyReclaimsLog(t *testing.T) {
 	}
 	if r, _ := dr.Lookup(topic, 0); !errors.Is(r.Err, kerr.PolicyViolation) {
 		t.Fatalf("DeleteRecords on a compact-only topic: %v, want POLICY_VIOLATION", r.Err)
+	}
+
+	// Dropping compact would leave reads to the reclaimed lossless log
+	// alone: refused (not supported yet) rather than losing the prefix.
+	pol := "delete"
+	ac, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &pol}}, topic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = ac.On(topic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("cleanup.policy=delete on a reclaimed compact-only topic: %v, want INVALID_CONFIG", err)
 	}
 
 	// A second round over the same keys: compacted over the view carried

@@ -56,6 +56,13 @@ type Tuning struct {
 	ObjectWALFlushMode     string
 	ObjectWALFlushInterval time.Duration
 	ObjectWALFlushBytes    int64
+	// ObjectWALGroupMinWait and ObjectWALGroupMinBytes (flush mode group):
+	// runs written while earlier ones are still on their way are sealed
+	// once the oldest waited this long or they add up to this many bytes
+	// (defaults 2ms, 512 KiB; 0 turns each off), so a busy node writes
+	// fewer, larger segments; a run written to an idle log is sealed at once.
+	ObjectWALGroupMinWait  time.Duration
+	ObjectWALGroupMinBytes int64
 	// ObjectWALTruncateInterval is how often settled manifest entries are
 	// dropped (default 100ms; the manifest is rewritten on every flush, so
 	// its size is each flush's cost).
@@ -132,6 +139,8 @@ func DefaultTuning() Tuning {
 		ObjectWALCacheBytes:            64 << 20,
 		ObjectWALFlushMode:             flushModeAuto,
 		ObjectWALFlushBytes:            8 << 20,
+		ObjectWALGroupMinWait:          objectwal.DefaultGroupCommitMinWait,
+		ObjectWALGroupMinBytes:         objectwal.DefaultGroupCommitMinBytes,
 		ObjectWALTruncateInterval:      100 * time.Millisecond,
 		BookKeeperEnsembleSize:         3,
 		BookKeeperWriteQuorum:          2,
@@ -188,6 +197,12 @@ func (t Tuning) validate() []error {
 		errs = append(errs, fmt.Errorf("object-wal-flush-interval %v must not be negative", t.ObjectWALFlushInterval))
 	}
 	pos("object-wal-flush-bytes", t.ObjectWALFlushBytes)
+	if t.ObjectWALGroupMinWait < 0 {
+		errs = append(errs, fmt.Errorf("object-wal-group-min-wait %v must not be negative", t.ObjectWALGroupMinWait))
+	}
+	if t.ObjectWALGroupMinBytes < 0 || t.ObjectWALGroupMinBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("object-wal-group-min-bytes %d: want 0 to %d", t.ObjectWALGroupMinBytes, math.MaxInt32))
+	}
 	if t.ObjectWALFlushBytes > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("object-wal-flush-bytes %d is too large", t.ObjectWALFlushBytes))
 	}
@@ -284,6 +299,14 @@ func (t Tuning) objectWALConfig(c objectwal.Config, objectStoreKind string) obje
 		}
 	}
 	c.FlushBytes = int(t.ObjectWALFlushBytes)
+	// objectwal reads zero as "its default" and a negative value as "off".
+	c.GroupCommitMinWait, c.GroupCommitMinBytes = t.ObjectWALGroupMinWait, int(t.ObjectWALGroupMinBytes)
+	if c.GroupCommitMinWait == 0 {
+		c.GroupCommitMinWait = -1
+	}
+	if c.GroupCommitMinBytes == 0 {
+		c.GroupCommitMinBytes = -1
+	}
 	c.UploadConcurrency = int(t.ObjectWALUploadConcurrency)
 	c.MaxInFlightBytes = int(t.ObjectWALMaxInFlightBytes)
 	c.CacheBytes = t.ObjectWALCacheBytes
@@ -428,6 +451,8 @@ var tuningSettings = []setting{
 			return nil
 		}},
 	bytesSetting("object-wal-flush-bytes", "buffered Object WAL bytes that seal a segment early", func(c *Config) *int64 { return &c.ObjectWALFlushBytes }),
+	durSetting("object-wal-group-min-wait", "flush mode group: runs written while earlier ones are on their way wait this long for more before their segment is sealed (0: seal at every upload's end; a run written to an idle log is sealed at once)", func(c *Config) *time.Duration { return &c.ObjectWALGroupMinWait }),
+	bytesSetting("object-wal-group-min-bytes", "flush mode group: such runs are sealed early once they add up to this many bytes (0: no size trigger)", func(c *Config) *int64 { return &c.ObjectWALGroupMinBytes }),
 	durSetting("object-wal-truncate-interval", "how often settled Object WAL manifest entries are dropped", func(c *Config) *time.Duration { return &c.ObjectWALTruncateInterval }),
 	intSetting("bookkeeper-ensemble-size", "bookies per new ledger (E)", func(c *Config) *int64 { return &c.BookKeeperEnsembleSize }),
 	intSetting("bookkeeper-write-quorum", "copies of each entry (WQ <= E)", func(c *Config) *int64 { return &c.BookKeeperWriteQuorum }),

@@ -27,6 +27,16 @@ func TestTuningDefaultsMatchPackages(t *testing.T) {
 		w.FlushMode != objectwal.FlushGroupCommit || w.FlushInterval != 5*time.Millisecond || w.FlushBytes != 8<<20 {
 		t.Errorf("object WAL tuning %+v differs from objectwal.Config defaults", w)
 	}
+	if w.GroupCommitMinWait != objectwal.DefaultGroupCommitMinWait || w.GroupCommitMinBytes != objectwal.DefaultGroupCommitMinBytes {
+		t.Errorf("group-commit minimums %v / %d differ from objectwal's defaults", w.GroupCommitMinWait, w.GroupCommitMinBytes)
+	}
+	// Zero turns them off: objectwal reads a negative value as off (zero
+	// would be its default).
+	off := d
+	off.ObjectWALGroupMinWait, off.ObjectWALGroupMinBytes = 0, 0
+	if w := off.objectWALConfig(objectwal.Config{}, ObjectStoreFile); w.GroupCommitMinWait >= 0 || w.GroupCommitMinBytes >= 0 {
+		t.Errorf("group-commit minimums set to 0 reach objectwal as %v / %d, want negative (off)", w.GroupCommitMinWait, w.GroupCommitMinBytes)
+	}
 	// On S3 the default is cost-first: a flush every 200ms.
 	if w := d.objectWALConfig(objectwal.Config{}, objectStoreS3); w.FlushMode != objectwal.FlushOnInterval || w.FlushInterval != 200*time.Millisecond {
 		t.Errorf("object WAL flush on S3: mode %v every %v, want interval every 200ms", w.FlushMode, w.FlushInterval)
@@ -77,6 +87,7 @@ func TestTuningValidation(t *testing.T) {
 		{[]string{"--metrics-stream-limit", "-1"}, "metrics-stream-limit -1 must be >= 0"},
 		{[]string{"--kafka-max-request-bytes", "4GiB"}, "kafka-max-request-bytes 4294967296 must be at most 2147483647"},
 		{[]string{"--recovery-timeout", "0s"}, "recovery-timeout 0s must be positive"},
+		{[]string{"--object-wal-group-min-wait", "-1ms"}, "object-wal-group-min-wait -1ms must not be negative"},
 	} {
 		_, err := LoadConfig(parseFlags(t, tc.args...), envOf(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -40,8 +40,11 @@
 //   - The sealer seals pending groups when FlushBytes is reached or the oldest
 //     has waited FlushInterval — or, with GroupCommit, as soon as no segment
 //     upload is in flight (what arrived during an upload becomes the next
-//     segment, whose upload overlaps the previous manifest CAS) — packs them
-//     into segments of at most
+//     segment, whose upload overlaps the previous manifest CAS): at once for
+//     a group appended to an idle producer, and for groups appended while
+//     others were in flight once the oldest has waited GroupCommitMinWait
+//     or they reach GroupCommitMinBytes (fewer, larger segments under load)
+//     — packs them into segments of at most
 //     SegmentMaxBytes (groups kept whole) and names each
 //     "<SegmentPrefix>/<runID>/<ordinal:016x>": runID is a ULID chosen per
 //     Producer, ordinals count from 0 per run, so a location is unique for all

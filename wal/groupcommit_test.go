@@ -161,3 +161,95 @@ func TestTruncateOnClosedProducer(t *testing.T) {
 		t.Fatal("truncation on a closed producer succeeded")
 	}
 }
+
+// TestGroupCommitBatchesUnderLoad: with GroupCommitMinWait and
+// GroupCommitMinBytes a lone Append to an idle producer is still sealed at
+// once, but Appends made while earlier ones are in flight are not sealed at
+// the upload's end: they wait until they are worth a segment (here 3 bytes;
+// the hour-long waits mean no timer can seal them) and then share ONE
+// segment.
+func TestGroupCommitBatchesUnderLoad(t *testing.T) {
+	fs := newFaultStore(memstore.New())
+	cfg := testConfig()
+	cfg.GroupCommit = true
+	cfg.FlushInterval, cfg.GroupCommitMinWait, cfg.GroupCommitMinBytes = time.Hour, time.Hour, 3
+	p := newTestProducer(t, fs, cfg)
+	ctx := testCtx(t)
+
+	lone, err := p.Append(ctx, [][]byte{[]byte("x")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, lone) // idle: sealed at once despite the hour-long minimum
+
+	entered, release := gateSegments(fs)
+	da, _ := p.Append(ctx, [][]byte{[]byte("a")}, nil)
+	<-entered // a is idle too: sealed at once, its upload held
+	var later []*Durability
+	for _, r := range []string{"b", "c"} {
+		d, err := p.Append(ctx, [][]byte{[]byte(r)}, []byte("m"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, d)
+	}
+	close(release)
+	mustWait(t, da)
+	// a's upload ended with b and c pending: 2 bytes, below the minimum,
+	// and nothing else can seal them.
+	for _, d := range later {
+		select {
+		case <-d.done:
+			t.Fatal("appends made while others were in flight were sealed below GroupCommitMinBytes")
+		default:
+		}
+	}
+	dd, err := p.Append(ctx, [][]byte{[]byte("d")}, []byte("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later = append(later, dd)
+	var loc string
+	for i, d := range later {
+		mustWait(t, d)
+		pl, _ := d.Placement()
+		if i == 0 {
+			loc = pl.Location
+		} else if pl.Location != loc {
+			t.Fatalf("b, c, d went to segments %s and %s, want one", loc, pl.Location)
+		}
+	}
+	if n := fs.count("put", "x.segments/y"); n != 3 {
+		t.Fatalf("%d segment PUTs, want 3 (x, a, b+c+d)", n)
+	}
+	got := readLog(t, memstoreOf(fs), testManifest)
+	if len(got) != 5 || got[0].data != "x" || got[4].data != "d" {
+		t.Fatalf("log %+v", got)
+	}
+}
+
+// TestGroupCommitMinWaitRearmsEarlier: an Append made during an upload arms
+// the sealer for FlushInterval (an hour here); the upload's end must bring
+// the deadline forward to GroupCommitMinWait, or the Append would wait the
+// hour (the test's context would end first).
+func TestGroupCommitMinWaitRearmsEarlier(t *testing.T) {
+	fs := newFaultStore(memstore.New())
+	cfg := testConfig()
+	cfg.GroupCommit = true
+	cfg.FlushInterval, cfg.GroupCommitMinWait = time.Hour, 5*time.Millisecond
+	p := newTestProducer(t, fs, cfg)
+	ctx := testCtx(t)
+	entered, release := gateSegments(fs)
+	da, _ := p.Append(ctx, [][]byte{[]byte("a")}, nil)
+	<-entered
+	passes := p.sealPasses.Load()
+	db, err := p.Append(ctx, [][]byte{[]byte("b")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sealer saw b while a's upload was held: it armed for FlushInterval.
+	eventually(t, "the sealer's pass over b", func() bool { return p.sealPasses.Load() > passes })
+	close(release)
+	mustWait(t, da)
+	mustWait(t, db)
+}

@@ -38,8 +38,21 @@ func (in instruments) counter(name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
+// Bucket boundaries by unit: OpenTelemetry's default buckets (0, 5, 10,
+// ... 10000) suit milliseconds, so every duration in seconds fell into the
+// first one and counts of a few segments into the first two.
+var (
+	secondBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}
+	countBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+)
+
 func (in instruments) histogram(name, unit, desc string) metric.Float64Histogram {
-	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	bounds := countBuckets
+	if unit == "s" {
+		bounds = secondBuckets
+	}
+	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
 		h, _ = in.noop.Float64Histogram(name)
 	}

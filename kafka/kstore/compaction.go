@@ -123,3 +123,31 @@ func (c TopicConfigs) str(name string) string {
 	v, _ := c.Get(name)
 	return v
 }
+
+// reclaimedBelowView reports whether any partition of topic name has a
+// covering view (its lossless log below the cleaned point was reclaimed):
+// such a topic cannot stop being compacted, since reads would then go to
+// the lossless log alone and lose that prefix.
+func (s *Store) reclaimedBelowView(ctx context.Context, name string) (bool, error) {
+	v, ok := s.views()
+	if !ok {
+		return false, nil
+	}
+	t, err := s.Topic(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range t.Partitions {
+		if p.proj != nil {
+			continue
+		}
+		vi, err := v.DescribeView(ctx, p.StreamID, CompactViewKind)
+		if err != nil {
+			return false, err
+		}
+		if vi.Covers {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -758,6 +758,14 @@ func (s *Store) AlterConfigs(ctx context.Context, name string, validateOnly bool
 		if old.Profile() != next.Profile() {
 			return fmt.Errorf("%w: %s is fixed at topic creation", ErrInvalidConfig, ConfigStorageProfile)
 		}
+		if old.Compacted() && !next.Compacted() {
+			if covered, err := s.reclaimedBelowView(ctx, name); err != nil {
+				return err
+			} else if covered {
+				return fmt.Errorf("%w: %s cannot drop compact on %q: its log below the cleaned point was reclaimed and exists only as the compacted view (not supported yet)",
+					ErrInvalidConfig, ConfigCleanupPolicy, name)
+			}
+		}
 		if validateOnly {
 			return nil
 		}

@@ -29,6 +29,9 @@ const (
 
 var spanPools [maxSpanClassShift - minSpanClassShift + 1]sync.Pool
 
+// poisonByte fills released buffers when poisonOnRelease is on.
+const poisonByte = 0xDB
+
 // getBuffer returns a Buffer of at least n bytes (its contents are
 // whatever the last read left: every byte a read uses is overwritten by
 // that read before it is verified).
@@ -58,6 +61,11 @@ func (b *Buffer) Release() {
 	}
 	if b.pooled.Swap(true) {
 		panic("nereus/generation: Buffer released twice")
+	}
+	if poisonOnRelease {
+		for i := range b.b {
+			b.b[i] = poisonByte
+		}
 	}
 	spanPools[b.class].Put(b)
 }

@@ -122,3 +122,31 @@ func TestReadPooledReuse(t *testing.T) {
 	}()
 	buf.Release()
 }
+
+// TestReleasePoisonsUnderRace: with the race detector on (CI), a released
+// buffer's bytes are overwritten at once, so any payload used after its
+// Release is junk that checksums and byte comparisons catch.
+func TestReleasePoisonsUnderRace(t *testing.T) {
+	if !poisonOnRelease {
+		t.Skip("poisoning is on only under -race")
+	}
+	ctx := context.Background()
+	fs, err := fsstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	objs := putObjects(t, fs, 1, 12)
+	r := NewReader(fs, 1<<20)
+	es, buf, err := r.ReadPooled(ctx, objs[0].key, objs[0].info, objs[0].info.Start, 1<<20)
+	if err != nil || buf == nil || len(es) == 0 {
+		t.Fatalf("ReadPooled: %d entries, buffer %v, %v", len(es), buf, err)
+	}
+	payload := es[0].Payload
+	buf.Release()
+	for i, c := range payload {
+		if c != poisonByte {
+			t.Fatalf("byte %d of a released payload is %#x, want the poison %#x", i, c, poisonByte)
+		}
+	}
+}

@@ -77,6 +77,17 @@ type Config struct {
 	// FlushBytes seals a segment early at this many buffered bytes
 	// (default 8 MiB).
 	FlushBytes int
+	// GroupCommitMinWait and GroupCommitMinBytes (FlushGroupCommit only):
+	// runs written while earlier ones are still on their way are sealed,
+	// once the previous upload finished, only when the oldest has waited
+	// GroupCommitMinWait (default 2ms) or they add up to
+	// GroupCommitMinBytes (default 512 KiB), so a busy log gets fewer,
+	// larger segments (each costs a PUT, a manifest commit and a head-CAS
+	// round); a run written to an idle log is still sealed at once. A
+	// negative value turns the wait (or the size trigger) off
+	// (wal.ProducerConfig.GroupCommitMinWait).
+	GroupCommitMinWait  time.Duration
+	GroupCommitMinBytes int
 	// UploadConcurrency bounds parallel segment uploads (default 4).
 	UploadConcurrency int
 	// MaxInFlightBytes caps bytes written but not yet durable; Write blocks
@@ -125,6 +136,18 @@ func (c *Config) withDefaults() error {
 	if c.FlushBytes <= 0 {
 		c.FlushBytes = 8 << 20
 	}
+	switch {
+	case c.GroupCommitMinWait == 0:
+		c.GroupCommitMinWait = DefaultGroupCommitMinWait
+	case c.GroupCommitMinWait < 0:
+		c.GroupCommitMinWait = 0
+	}
+	switch {
+	case c.GroupCommitMinBytes == 0:
+		c.GroupCommitMinBytes = DefaultGroupCommitMinBytes
+	case c.GroupCommitMinBytes < 0:
+		c.GroupCommitMinBytes = 0
+	}
 	if c.UploadConcurrency <= 0 {
 		c.UploadConcurrency = 4
 	}
@@ -145,6 +168,12 @@ func (c *Config) withDefaults() error {
 	}
 	return nil
 }
+
+// Group-commit defaults (Config.GroupCommitMinWait, GroupCommitMinBytes).
+const (
+	DefaultGroupCommitMinWait  = 2 * time.Millisecond
+	DefaultGroupCommitMinBytes = 512 << 10
+)
 
 // runtime returns the configured runtime, or the real one.
 func (c *Config) runtime() wal.Runtime {
@@ -272,16 +301,18 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 
 func (p *Provider) newProducer(ctx context.Context) (*wal.Producer, error) {
 	prod, err := wal.NewProducer(ctx, p.cfg.Store, wal.ProducerConfig{
-		ManifestPath:      p.cfg.Prefix + "/manifest",
-		SegmentPrefix:     p.cfg.Prefix + "/seg",
-		FlushInterval:     p.cfg.FlushInterval,
-		FlushBytes:        p.cfg.FlushBytes,
-		GroupCommit:       p.cfg.FlushMode == FlushGroupCommit,
-		UploadConcurrency: p.cfg.UploadConcurrency,
-		MaxInFlightBytes:  p.cfg.MaxInFlightBytes,
-		Logger:            p.cfg.Logger,
-		Meter:             p.cfg.Meter,
-		Runtime:           p.cfg.Runtime,
+		ManifestPath:        p.cfg.Prefix + "/manifest",
+		SegmentPrefix:       p.cfg.Prefix + "/seg",
+		FlushInterval:       p.cfg.FlushInterval,
+		FlushBytes:          p.cfg.FlushBytes,
+		GroupCommit:         p.cfg.FlushMode == FlushGroupCommit,
+		GroupCommitMinWait:  p.cfg.GroupCommitMinWait,
+		GroupCommitMinBytes: p.cfg.GroupCommitMinBytes,
+		UploadConcurrency:   p.cfg.UploadConcurrency,
+		MaxInFlightBytes:    p.cfg.MaxInFlightBytes,
+		Logger:              p.cfg.Logger,
+		Meter:               p.cfg.Meter,
+		Runtime:             p.cfg.Runtime,
 
 		UploadInitialBackoff:   p.cfg.RetryBackoff,
 		ManifestInitialBackoff: p.cfg.RetryBackoff,
