@@ -38,6 +38,8 @@ mkdir -p "$dist"
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	# Wait for them (the standalone writes its data dir until it exits).
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
