@@ -67,6 +67,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/nereusstream/nereus-go/kafka/kbatch"
+	"github.com/nereusstream/nereus-go/kafka/kcompact"
 	"github.com/nereusstream/nereus-go/kafka/kstore"
 	"github.com/nereusstream/nereus-go/kafka/ktxn"
 	"github.com/nereusstream/nereus-go/stream"
@@ -206,6 +207,20 @@ func produceOne(ctx context.Context, s *Server, t *kstore.Topic, p *kstore.Parti
 	h, err := kbatch.ValidateProduced(records)
 	if err != nil {
 		return nil, 0, err
+	}
+	if t.Configs.Compacted() {
+		i, err := kcompact.NullKeyRecord(records, h)
+		if err != nil {
+			return nil, 0, err
+		}
+		if i >= 0 {
+			// Kafka answers INVALID_RECORD naming the record (v8+).
+			msg := fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index)
+			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			er.RelativeOffset, er.ErrorMessage = int32(i), &msg
+			out.ErrorRecords = append(out.ErrorRecords[:0], er)
+			return nil, 0, fmt.Errorf("%w: %s", kbatch.ErrInvalid, msg)
+		}
 	}
 	transactional := h.Attributes&kbatch.AttrTransactional != 0
 	if transactional && (txnID == nil || h.ProducerID < 0 || h.BaseSequence < 0) {

@@ -149,9 +149,14 @@ func (c *Core) considerMerges(ctx context.Context, h *head) (quiet bool, err err
 	for k, s := range srcs {
 		if !superseded[k] {
 			live = append(live, s)
+		}
+	}
+	// Highest first, as mergeGenerations retires its sources.
+	for k := len(srcs) - 1; k >= 0; k-- {
+		if !superseded[k] {
 			continue
 		}
-		if err := c.retireGenRecord(ctx, h.ID, s, "superseded by a merged generation"); err != nil {
+		if err := c.retireGenRecord(ctx, h.ID, srcs[k], "superseded by a merged generation"); err != nil {
 			return false, err
 		}
 		retired = true
@@ -371,7 +376,14 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	c.lc.merges.Add(1)
 	c.lc.mergedSources.Add(int64(len(srcs)))
 	c.lc.mergedBytes.Add(sum)
-	for _, s := range srcs[:len(srcs)-1] {
+	// Highest first: what is left at any moment is a prefix of the window
+	// that tiles it from a, followed by the merged record, so a read (which
+	// walks the records in key order, i.e. by end offset) never meets a
+	// record that starts past its offset before the one covering it. In
+	// ascending order a read at a met the remaining [x, y) first and
+	// failed "index gap" (TestGCNeverDeletesNeededBytes, before claims too).
+	for k := len(srcs) - 2; k >= 0; k-- {
+		s := srcs[k]
 		if err := c.retireMergedSource(ctx, id, s); err != nil {
 			// Unfinished: the claim stays, so no other merge plans around
 			// the rest; whoever takes it over retires them.

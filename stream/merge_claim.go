@@ -212,7 +212,9 @@ func (c *Core) finishStaleMerge(ctx context.Context, id ID, cl mergeClaim, at me
 	if err != nil {
 		return err
 	}
-	for _, r := range recs {
+	// Highest first (see mergeGenerations): reads never meet a gap.
+	for k := len(recs) - 1; k >= 0; k-- {
+		r := recs[k]
 		rd, err := decodeIndexRecord(r.Value)
 		if err != nil {
 			return fmt.Errorf("generation record %s: %w", r.Key, err)

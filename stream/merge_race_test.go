@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,4 +278,73 @@ func keysOf(t *testing.T, objects objectstore.ObjectStore, prefix string) []stri
 		out = append(out, info.Key)
 	}
 	return out
+}
+
+// failGenDeletes lets the first generation-record delete through once
+// armed and fails the others (not applied, outcome reported unknown).
+type failGenDeletes struct {
+	metadata.Store
+	armed  atomic.Bool
+	passed atomic.Int32
+}
+
+func (f *failGenDeletes) Delete(ctx context.Context, key string, expected metadata.Version) error {
+	if f.armed.Load() && strings.HasPrefix(key, "s/g/") && f.passed.Add(1) > 1 {
+		return fmt.Errorf("%w: injected, not applied", metadata.ErrUnavailable)
+	}
+	return f.Store.Delete(ctx, key, expected)
+}
+
+// TestInterruptedMergeRetirementReadable: a merge published [0,15) over
+// three sources and retired only one of the other two before its deletes
+// started failing. Until the merge is finished, every offset must still
+// read: the sources are retired highest first, so what is left is a prefix
+// of the window followed by the merged record. In ascending order the
+// state was [5,10) then [0,15), and a read at 0 met [5,10) first and
+// failed "index gap" (the TestGCNeverDeletesNeededBytes failures).
+func TestInterruptedMergeRetirementReadable(t *testing.T) {
+	e := newLCEnv(t)
+	fd := &failGenDeletes{Store: e.meta}
+	w, err := objectwal.Open(context.Background(), objectwal.Config{Store: e.objects, Prefix: "wal/b1", FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := stream.Open(context.Background(), stream.Config{Metadata: fd, ObjectWAL: w, ObjectStore: e.objects, WriterID: "b1",
+		Lifecycle: e.lc, RetentionInterval: time.Hour, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t)
+	id, want := sixSmallGenerations(t, c, e.meta)
+	run, err := c.MergeWindow(ctx, id, 5, 10, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd.armed.Store(true)
+	if err := run(ctx); err == nil {
+		t.Fatal("the merge finished although its source deletes failed")
+	}
+	if c.LifecycleStats().Merges != 1 {
+		t.Fatalf("the merge did not publish: %+v", c.LifecycleStats())
+	}
+	rs, err := stream.GenRanges(ctx, e.meta, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("generation records while the merge is unfinished: %v", rs)
+	if len(rs) != 5 {
+		t.Fatalf("want one source left besides the merged record: %v", rs)
+	}
+	// Through a fresh process (the writer's tail cache would serve it).
+	reader := e.open(t, "b2")
+	for from := int64(0); from < 30; from += 5 {
+		if end := readAll(t, reader, id, from, want); end != 30 {
+			t.Fatalf("read from %d to %d", from, end)
+		}
+	}
+	// Finished by the next GC pass (the claim of this process's earlier
+	// task is taken over at once, and superseded records are retired).
+	fd.armed.Store(false)
+	settleMerges(t, ctx, c, e.meta, e.objects, id, want)
 }

@@ -172,3 +172,21 @@ func rebase(raw []byte, oldBase, newBase int64) ([]byte, error) {
 	nb = append(nb, body[1+n:]...)
 	return append(binary.AppendVarint(nil, int64(len(nb))), nb...), nil
 }
+
+// NullKeyRecord is the index of the first record of batch b (header h)
+// without a key, -1 when every record has one. A compacted topic refuses
+// such a batch at produce time, as Kafka's LogValidator does ("Compacted
+// topic cannot accept message without key"): compaction keeps the last
+// record per key, and a keyless record has none.
+func NullKeyRecord(b []byte, h kbatch.Header) (int, error) {
+	recs, err := records(b, h)
+	if err != nil {
+		return -1, err
+	}
+	for i, r := range recs {
+		if r.keyNull {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
