@@ -38,8 +38,17 @@ func (in instruments) counter(name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
-func (in instruments) histogram(name, unit, desc string) metric.Float64Histogram {
-	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
+// Histogram bucket bounds. OpenTelemetry's default bounds (0, 5, 10, …,
+// 10000) are meant for milliseconds: with unit "s" every observation would
+// land in the first bucket.
+var (
+	secondsBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}
+	countBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+)
+
+func (in instruments) histogram(name, unit, desc string, bounds []float64) metric.Float64Histogram {
+	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
 		h, _ = in.noop.Float64Histogram(name)
 	}
@@ -85,8 +94,8 @@ func newProducerMetrics(m metric.Meter) *producerMetrics {
 		commitUnknown:   in.counter("nereus.wal.producer.commit_unknown", "{commit}", "manifest commits whose outcome was unknown and resolved by re-reading"),
 		fenced:          in.counter("nereus.wal.producer.fenced", "{event}", "times the producer found itself fenced"),
 		halts:           in.counter("nereus.wal.producer.halts", "{event}", "producer halts on a fatal error"),
-		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries"),
-		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit"),
+		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries", secondsBuckets),
+		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit", countBuckets),
 	}
 	// Every counter is exported from the start (at zero): "no conflicts
 	// yet" reads differently from "not exported".
@@ -110,7 +119,7 @@ func newReplicaMetrics(m metric.Meter) *replicaMetrics {
 		records:  in.counter("nereus.wal.replica.records_applied", "{record}", "records applied"),
 		segments: in.counter("nereus.wal.replica.segments_applied", "{segment}", "segments applied"),
 		errors:   in.counter("nereus.wal.replica.poll_errors", "{error}", "failed poll passes"),
-		poll:     in.histogram("nereus.wal.replica.poll_duration", "s", "duration of a poll pass"),
+		poll:     in.histogram("nereus.wal.replica.poll_duration", "s", "duration of a poll pass", secondsBuckets),
 	}
 }
 
