@@ -112,3 +112,16 @@ func DebugIndexState(ctx context.Context, meta metadata.Store, c *Core, id ID) s
 	}
 	return string(b)
 }
+
+// GenRecordKeys are the keys of a stream's generation records, in order.
+func GenRecordKeys(ctx context.Context, meta metadata.Store, id ID) ([]string, error) {
+	recs, err := meta.RangeScan(ctx, genPrefix(id), genPrefix(id)+"\xff", 0)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key
+	}
+	return keys, nil
+}

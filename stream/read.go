@@ -55,7 +55,7 @@ func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (R
 			continue
 		}
 		if errors.Is(err, errSourceMoved) {
-			err = fmt.Errorf("nereus/stream: %v offset %d: %w", id, from, err)
+			err = c.sourceMovedTooOften(id, from, err)
 		}
 		if err != nil || len(res.Entries) > 0 || from < res.EndOffset || deadline == nil {
 			return res, err
@@ -74,6 +74,16 @@ func (c *Core) Read(ctx context.Context, id ID, from int64, opts ReadOptions) (R
 // covers the offset (GC retired it after a newer head moved the range to a
 // generation, or trimmed it). Resolving again from a fresh head fixes it.
 var errSourceMoved = errors.New("physical source moved")
+
+// sourceMovedTooOften is the error of a read whose sources kept moving
+// past maxSourceMoves re-resolutions: retriable for clients
+// (ErrStorageUnavailable: a later read resolves a fresher head, and the
+// next GC pass heals a half-retired layout), and logged, since it means a
+// layout the read path cannot get past right now.
+func (c *Core) sourceMovedTooOften(id ID, from int64, err error) error {
+	c.log.Warn("read gave up re-resolving moved sources", "stream", id, "offset", from, "err", err)
+	return fmt.Errorf("nereus/stream: %v offset %d: %w: %w", id, from, ErrStorageUnavailable, err)
+}
 
 // maxSourceMoves bounds re-resolutions of one read; each needs GC to retire
 // a source between the read's head read and its I/O, so more than a few in

@@ -397,6 +397,9 @@ func (c *Core) ReadView(ctx context.Context, id ID, kind string, from int64, opt
 			c.metrics.readRetries.Add(1)
 			continue
 		}
+		if errors.Is(err, errSourceMoved) {
+			err = c.sourceMovedTooOften(id, from, err)
+		}
 		if err != nil || len(res.Entries) > 0 {
 			return res, err
 		}

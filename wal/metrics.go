@@ -38,15 +38,19 @@ func (in instruments) counter(name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
-// Histogram bucket bounds. OpenTelemetry's default bounds (0, 5, 10, …,
-// 10000) are meant for milliseconds: with unit "s" every observation would
-// land in the first bucket.
+// Bucket boundaries by unit: OpenTelemetry's default buckets (0, 5, 10,
+// ... 10000) suit milliseconds, so every duration in seconds fell into the
+// first one and counts of a few segments into the first two.
 var (
-	secondsBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}
-	countBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+	secondBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}
+	countBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 )
 
-func (in instruments) histogram(name, unit, desc string, bounds []float64) metric.Float64Histogram {
+func (in instruments) histogram(name, unit, desc string) metric.Float64Histogram {
+	bounds := countBuckets
+	if unit == "s" {
+		bounds = secondBuckets
+	}
 	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
 		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
@@ -94,8 +98,8 @@ func newProducerMetrics(m metric.Meter) *producerMetrics {
 		commitUnknown:   in.counter("nereus.wal.producer.commit_unknown", "{commit}", "manifest commits whose outcome was unknown and resolved by re-reading"),
 		fenced:          in.counter("nereus.wal.producer.fenced", "{event}", "times the producer found itself fenced"),
 		halts:           in.counter("nereus.wal.producer.halts", "{event}", "producer halts on a fatal error"),
-		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries", secondsBuckets),
-		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit", countBuckets),
+		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries"),
+		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit"),
 	}
 	// Every counter is exported from the start (at zero): "no conflicts
 	// yet" reads differently from "not exported".
@@ -119,7 +123,7 @@ func newReplicaMetrics(m metric.Meter) *replicaMetrics {
 		records:  in.counter("nereus.wal.replica.records_applied", "{record}", "records applied"),
 		segments: in.counter("nereus.wal.replica.segments_applied", "{segment}", "segments applied"),
 		errors:   in.counter("nereus.wal.replica.poll_errors", "{error}", "failed poll passes"),
-		poll:     in.histogram("nereus.wal.replica.poll_duration", "s", "duration of a poll pass", secondsBuckets),
+		poll:     in.histogram("nereus.wal.replica.poll_duration", "s", "duration of a poll pass"),
 	}
 }
 

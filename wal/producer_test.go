@@ -744,21 +744,7 @@ func TestHealthyProducerIsSilentAndMetered(t *testing.T) {
 					got[m.Name] += dp.Value
 				}
 			}
-			// Seconds need sub-second buckets (OTel's defaults are for ms).
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Unit == "s" {
-				for _, dp := range h.DataPoints {
-					if len(dp.Bounds) == 0 || dp.Bounds[0] <= 0 || dp.Bounds[0] >= 0.001 {
-						t.Errorf("%s: bucket bounds %v, want sub-millisecond ones", m.Name, dp.Bounds)
-					}
-					if m.Name == "nereus.wal.producer.commit_duration" {
-						got["commit_duration_count"] += int64(dp.Count)
-					}
-				}
-			}
 		}
-	}
-	if got["commit_duration_count"] < 1 {
-		t.Errorf("no commit duration recorded: %v", got)
 	}
 	if got["nereus.wal.producer.records"] != 60 || got["nereus.wal.producer.bytes"] != 150 || got["nereus.wal.producer.commits"] < 1 {
 		t.Fatalf("metrics %v", got)
