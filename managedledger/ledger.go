@@ -161,6 +161,9 @@ func (l *Ledger) AppendAsync(e stream.Entry, seq *stream.ProducerSequence) *stre
 	if !l.CountsMessages() || e.RecordCount == 0 {
 		e.RecordCount = 1
 	}
+	if PlantedBug == BugDropsSequence {
+		seq = nil
+	}
 	return l.f.storage.AppendAsync(s, stream.AppendRequest{Entries: []stream.Entry{e}, ExpectedStart: -1, Sequence: seq})
 }
 

@@ -26,4 +26,8 @@ const (
 	// BugPositionOffByOne maps a position of the topic's own ledger to the
 	// offset after it: a client's position reads back another entry.
 	BugPositionOffByOne
+	// BugDropsSequence appends without the producer sequence (no
+	// deduplication): a producer's retry of a publish whose outcome it
+	// did not know is stored twice.
+	BugDropsSequence
 )

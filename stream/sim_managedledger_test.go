@@ -64,16 +64,19 @@ var mlBugs = map[string]managedledger.Bug{
 	"cursor-ahead-of-ack": managedledger.BugCursorAheadOfAck,
 	"position-off-by-one": managedledger.BugPositionOffByOne,
 	"merge-drops-local":   managedledger.BugMergeDropsLocal,
+	"drops-sequence":      managedledger.BugDropsSequence,
 }
 
 type mlStats struct {
-	publishes, acked, unknown, failed, crashes, takeovers, opens, flushes, flushFailed, acks, redelivered, dispatched int
+	publishes, acked, unknown, failed, retries, duplicates, crashes, takeovers, opens, flushes, flushFailed, acks, redelivered, dispatched int
 }
 
 func (s *mlStats) add(o mlStats) {
 	s.publishes += o.publishes
 	s.acked += o.acked
 	s.unknown += o.unknown
+	s.retries += o.retries
+	s.duplicates += o.duplicates
 	s.failed += o.failed
 	s.crashes += o.crashes
 	s.takeovers += o.takeovers
@@ -105,6 +108,8 @@ type mlAck struct {
 type mlPub struct {
 	payload  string
 	count    int64
+	seq      int64 // producer sequence (dedup seeds), 0 otherwise
+	tries    int
 	fut      *stream.AppendFuture
 	o        *mlOwner
 	deadline time.Time
@@ -120,7 +125,12 @@ type mlSim struct {
 	quiet  bool
 	stats  mlStats
 
-	profile  stream.Profile
+	profile stream.Profile
+	// dedup: the producer publishes with Pulsar producer sequences and
+	// retries every publish whose outcome it does not know (or that
+	// failed) with the same sequence, across crashes and takeovers.
+	dedup    bool
+	retries  []*mlPub
 	ledgerID int64 // the topic's ledger ID, once known
 	pending  []*mlPub
 	// acknowledged publishes: payload -> position
@@ -256,14 +266,35 @@ func (s *mlSim) checkStored(when string) {
 }
 
 func (s *mlSim) publish(o *mlOwner) {
-	s.next++
-	p := &mlPub{payload: fmt.Sprintf("m%d|%s", s.next, strings.Repeat("x", s.c.Rand().Intn(24))), count: int64(1 + s.c.Rand().Intn(3)), o: o,
-		deadline: s.c.Now().Add(5*time.Millisecond + time.Duration(s.c.Rand().Int63n(int64(100*time.Millisecond))))}
+	var p *mlPub
+	if len(s.retries) > 0 {
+		p, s.retries = s.retries[0], s.retries[1:]
+		s.stats.retries++
+	} else {
+		s.next++
+		p = &mlPub{payload: fmt.Sprintf("m%d|%s", s.next, strings.Repeat("x", s.c.Rand().Intn(24))), count: int64(1 + s.c.Rand().Intn(3))}
+		if s.dedup {
+			p.seq = int64(s.next)
+		}
+	}
+	p.o, p.tries = o, p.tries+1
+	p.deadline = s.c.Now().Add(5*time.Millisecond + time.Duration(s.c.Rand().Int63n(int64(100*time.Millisecond))))
 	s.stats.publishes++
-	p.fut = o.l.AppendAsync(stream.Entry{Payload: []byte(p.payload), RecordCount: uint32(p.count), Timestamp: s.c.Now().UnixMilli()}, nil)
+	var seq *stream.ProducerSequence
+	if p.seq > 0 {
+		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: "producer-1", FirstSeq: p.seq, LastSeq: p.seq}
+	}
+	p.fut = o.l.AppendAsync(stream.Entry{Payload: []byte(p.payload), RecordCount: uint32(p.count), Timestamp: s.c.Now().UnixMilli()}, seq)
 	s.counts[p.payload] = p.count
 	s.pending = append(s.pending, p)
 	s.c.Tracef("ml publish %s (%d msgs) via b%d", p.payload[:strings.IndexByte(p.payload, '|')], p.count, o.broker)
+}
+
+// retry queues p for another attempt with its sequence (dedup seeds).
+func (s *mlSim) retry(p *mlPub) {
+	if s.dedup && p.tries < 4 {
+		s.retries = append(s.retries, p)
+	}
 }
 
 // poll settles the publishes whose futures resolved.
@@ -275,14 +306,25 @@ func (s *mlSim) poll() {
 			r, err := p.fut.Wait(context.Background())
 			switch stream.CommitCertainty(err) {
 			case stream.Committed:
+				if r.Duplicate {
+					s.stats.duplicates++
+					if r.Start < 0 {
+						break // dropped as a duplicate of a later sequence: says nothing about this one
+					}
+				}
 				pos := p.o.l.PositionOf(r.Start)
+				if prev, ok := s.ackedAt[p.payload]; ok && prev != pos {
+					s.c.Violate("publish %s acknowledged at %d:%d, its retry at %d:%d", p.payload, prev.LedgerID, prev.EntryID, pos.LedgerID, pos.EntryID)
+				}
 				s.ackedAt[p.payload] = pos
 				s.stats.acked++
-				s.c.Tracef("ml publish acked at %d:%d", pos.LedgerID, pos.EntryID)
+				s.c.Tracef("ml publish acked at %d:%d dup=%v", pos.LedgerID, pos.EntryID, r.Duplicate)
 			case stream.MaybeCommitted:
 				s.stats.unknown++
+				s.retry(p)
 			default:
 				s.stats.failed++
+				s.retry(p)
 				if errors.Is(err, stream.ErrFenced) && p.o == s.own && s.live(p.o) {
 					p.o.l.DropWriter()
 				}
@@ -292,6 +334,7 @@ func (s *mlSim) poll() {
 		}
 		if !s.live(p.o) || (!s.quiet && s.c.Now().After(p.deadline)) {
 			s.stats.unknown++ // the broker died or the client gave up: maybe committed
+			s.retry(p)
 			continue
 		}
 		keep = append(keep, p)
@@ -394,7 +437,7 @@ func (s *mlSim) tick() {
 		return
 	}
 	o := s.own
-	if !s.quiet && s.c.Rand().Intn(2) == 0 && len(s.pending) < 6 {
+	if (!s.quiet || len(s.retries) > 0) && s.c.Rand().Intn(2) == 0 && len(s.pending) < 6 {
 		s.publish(o)
 	}
 	s.consume(o, true)
@@ -462,7 +505,8 @@ func runMLSeed(seed int64, trace bool) (res mlResult) {
 	s := &mlSim{c: c, ackedAt: map[string]managedledger.Position{}, counts: map[string]int64{}, everAck: map[int64]bool{}, confirmed: map[int64]mlConfirm{}}
 	s.topic, _ = managedledger.ParseTopicName("persistent://public/default/t")
 	s.profile = stream.SimProfiles[c.Rand().Intn(len(stream.SimProfiles))]
-	c.Tracef("ml topic profile %v", s.profile)
+	s.dedup = c.Rand().Intn(2) == 0
+	c.Tracef("ml topic profile %v dedup %v", s.profile, s.dedup)
 	defer func() {
 		c.Recover()
 		res = mlResult{seed: seed, violations: c.Violations(), stats: s.stats, steps: c.Steps(), trace: c.Trace()}
@@ -677,7 +721,7 @@ func TestSimulationManagedLedgerCatchesPlantedBugs(t *testing.T) {
 	if *simMLBudget > 0 {
 		per = *simMLBudget
 	}
-	for _, name := range []string{"cursor-ahead-of-ack", "position-off-by-one", "merge-drops-local"} {
+	for _, name := range []string{"cursor-ahead-of-ack", "position-off-by-one", "merge-drops-local", "drops-sequence"} {
 		managedledger.PlantedBug = mlBugs[name]
 		start := time.Now()
 		run := runMLSeeds(1, 0, per)
