@@ -128,7 +128,7 @@ func TestReadPooledReuse(t *testing.T) {
 // Release is junk that checksums and byte comparisons catch.
 func TestReleasePoisonsUnderRace(t *testing.T) {
 	if !poisonOnRelease {
-		t.Skip("poisoning is on only under -race")
+		t.Skip("poisoning is on only under -race") // skip-ok: a race-build feature; CI runs -race
 	}
 	ctx := context.Background()
 	fs, err := fsstore.Open(t.TempDir())
