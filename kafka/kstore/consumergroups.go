@@ -2,10 +2,8 @@ package kstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"net/url"
 
 	"github.com/nereusstream/nereus-go/kafka/kconsumer"
@@ -50,46 +48,8 @@ func (g consumerGroupStore) LoadConsumerGroup(ctx context.Context, id string) ([
 	return body, int64(rec.Version), true, nil
 }
 
-func openEnvelope(b []byte) ([]byte, error) {
-	if len(b) < 5 || b[0] != groupStateFormat || crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
-		return nil, errors.New("corrupt state record")
-	}
-	return b[5:], nil
-}
-
-func sealEnvelope(body []byte) []byte {
-	val := make([]byte, 5, 5+len(body))
-	val[0] = groupStateFormat
-	binary.BigEndian.PutUint32(val[1:], crc32.Checksum(body, castagnoli))
-	return append(val, body...)
-}
-
 func (g consumerGroupStore) SaveConsumerGroup(ctx context.Context, id string, snap []byte, expected int64) (int64, error) {
-	val := sealEnvelope(snap)
-	exp := metadata.Version(expected)
-	if expected == 0 {
-		exp = metadata.NotExists
-	}
-	key := consumerGroupKey(id)
-	v, err := g.s.meta.Put(ctx, key, val, exp)
-	switch metadata.Classify(err) {
-	case metadata.Applied:
-		return int64(v), nil
-	case metadata.Conflict:
-		return 0, fmt.Errorf("%w: %v", kconsumer.ErrStale, err)
-	case metadata.Unknown:
-		// Settle by re-reading: our bytes at a new version mean applied.
-		rec, gerr := g.s.meta.Get(ctx, key)
-		if gerr == nil && string(rec.Value) == string(val) && int64(rec.Version) != expected {
-			return int64(rec.Version), nil
-		}
-		if gerr == nil || errors.Is(gerr, metadata.ErrKeyNotFound) {
-			return 0, fmt.Errorf("%w: outcome was unknown and the record is not ours", kconsumer.ErrStale)
-		}
-		return 0, err
-	default:
-		return 0, err
-	}
+	return putStateRecord(ctx, g.s.meta, consumerGroupKey(id), sealEnvelope(snap), expected, kconsumer.ErrStale)
 }
 
 func (g consumerGroupStore) DeleteConsumerGroup(ctx context.Context, id string, expected int64) error {

@@ -2,7 +2,6 @@ package kstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -47,45 +46,19 @@ func (g groupStore) LoadGroup(ctx context.Context, id string) ([]byte, int64, bo
 	if err != nil {
 		return nil, 0, false, err
 	}
-	b := rec.Value
-	if len(b) < 5 || b[0] != groupStateFormat || crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
-		return nil, 0, false, fmt.Errorf("kafka/kstore: group %q: corrupt state record", id)
+	body, err := openEnvelope(rec.Value)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("kafka/kstore: group %q: %w", id, err)
 	}
-	return b[5:], int64(rec.Version), true, nil
+	return body, int64(rec.Version), true, nil
 }
 
 func (g groupStore) SaveGroup(ctx context.Context, id string, snap []byte, expected int64) (int64, error) {
-	val := make([]byte, 5, 5+len(snap))
-	val[0] = groupStateFormat
-	binary.BigEndian.PutUint32(val[1:], crc32.Checksum(snap, castagnoli))
-	val = append(val, snap...)
-	exp := metadata.Version(expected)
-	if expected == 0 {
-		exp = metadata.NotExists
+	v, err := putStateRecord(ctx, g.s.meta, groupStateKey(id), sealEnvelope(snap), expected, kgroup.ErrStale)
+	if err == nil && expected == 0 {
+		g.markGroup(ctx, id)
 	}
-	key := groupStateKey(id)
-	v, err := g.s.meta.Put(ctx, key, val, exp)
-	switch metadata.Classify(err) {
-	case metadata.Applied:
-		if expected == 0 {
-			g.markGroup(ctx, id)
-		}
-		return int64(v), nil
-	case metadata.Conflict:
-		return 0, fmt.Errorf("%w: %v", kgroup.ErrStale, err)
-	case metadata.Unknown:
-		// Settle by re-reading: our bytes at a new version mean applied.
-		rec, gerr := g.s.meta.Get(ctx, key)
-		if gerr == nil && string(rec.Value) == string(val) && int64(rec.Version) != expected {
-			return int64(rec.Version), nil
-		}
-		if gerr == nil || errors.Is(gerr, metadata.ErrKeyNotFound) {
-			return 0, fmt.Errorf("%w: outcome was unknown and the record is not ours", kgroup.ErrStale)
-		}
-		return 0, err
-	default:
-		return 0, err
-	}
+	return v, err
 }
 
 func (g groupStore) markGroup(ctx context.Context, id string) {
