@@ -435,6 +435,12 @@ func TestBookieFailureTaintsAndRollsOver(t *testing.T) {
 	if len(ls) < 2 {
 		t.Fatalf("no rollover: %d ledgers", len(ls))
 	}
+	// The tainted ledger is sealed asynchronously after the rollover: wait
+	// for it (bounded) rather than catch the seal in flight (seen in CI).
+	for try := 0; ls[first].State != meta.StateClosed && try < 100; try++ {
+		time.Sleep(50 * time.Millisecond)
+		ls = f.ledgersOf(t, info.ID)
+	}
 	if md := ls[first]; md.State != meta.StateClosed {
 		t.Fatalf("tainted ledger %d is %s", first, md.State)
 	}
