@@ -39,6 +39,12 @@
 // List and Get never read. Each open Store owns tmp/<id>/ and holds an
 // exclusive flock on tmp/<id>.lock; Open removes the temp directories whose
 // lock nobody holds (their writer died), and never those of live processes.
+// A background goroutine per Store keeps a few empty temp files created
+// ahead of time there, so a Put's temp-file create (an inode allocation,
+// expensive on some file systems) is off its path, and closes the inodes a
+// Put replaced or a Delete unlinked, so freeing them is too. Neither is a
+// step C1 or C2 rests on (tmppool.go has the argument; the crash-point
+// power-cut test kills a writer at every step, those two included).
 //
 // Invariant C4: corrupt bytes are an error, never data. The header, the
 // per-16-KiB-block CRC32C table and each data block are checksummed; the

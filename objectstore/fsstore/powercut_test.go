@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/nereusstream/nereus-go/internal/testenv"
@@ -30,6 +32,7 @@ import (
 const (
 	envPowerWriter = "NEREUS_FSSTORE_POWER_WRITER" // cycle number
 	envMutant      = "NEREUS_FSSTORE_MUTANT"
+	envKillAt      = "NEREUS_FSSTORE_KILL_AT" // "<step>:<n>": SIGKILL self at the n-th time the step is reached
 )
 
 func powerPayload(key string) []byte {
@@ -41,6 +44,17 @@ func powerPayload(key string) []byte {
 func runPowerWriter() int {
 	if m := os.Getenv(envMutant); m != "" {
 		fsstore.SetSyncMutantForTest(m)
+	}
+	if k := os.Getenv(envKillAt); k != "" {
+		step, nStr, _ := strings.Cut(k, ":")
+		n, _ := strconv.ParseInt(nStr, 10, 64)
+		var seen atomic.Int64
+		fsstore.SetCrashHookForTest(func(s string) {
+			if s == step && seen.Add(1) == n {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is delivered before this goroutine runs on
+			}
+		})
 	}
 	s, err := fsstore.Open(os.Getenv(envDir))
 	if err != nil {
@@ -66,6 +80,17 @@ func runPowerWriter() int {
 			return 1
 		}
 		fmt.Printf("ACK %s %s\n", key, v.ETag)
+		if i%4 == 3 {
+			// Delete an older acknowledged object: an acknowledged
+			// delete must survive the cut too.
+			old := fmt.Sprintf("c%s/%06d", cycle, i-2)
+			fmt.Printf("DELETING %s\n", old)
+			if err := s.Delete(ctx, old, nil); err != nil {
+				fmt.Printf("ERROR delete: %v\n", err)
+				return 1
+			}
+			fmt.Printf("DELETED %s\n", old)
+		}
 		if i%3 == 0 {
 			opts := objectstore.PutOptions{Mode: objectstore.PutUpdate, Version: headVer}
 			if headVer.IsZero() {
@@ -85,17 +110,24 @@ func runPowerWriter() int {
 // acks is what the writers acknowledged.
 type acks struct {
 	objects  map[string]string // key -> version ETag
+	deleting map[string]string // delete under way at the kill: either outcome is allowed
+	deleted  map[string]bool   // acknowledged deletes
 	headN    int
 	headETag string
 	versions map[string]bool // every ETag ever acknowledged
 }
 
+func newAcks() *acks {
+	return &acks{objects: map[string]string{}, deleting: map[string]string{}, deleted: map[string]bool{}, versions: map[string]bool{}}
+}
+
 // runCycle starts a writer, lets it acknowledge at least n objects, kills
-// it mid-write and cuts the power.
-func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant string, a *acks) {
+// it mid-write and cuts the power. With killAt ("<step>:<k>") the writer
+// kills itself at that crash point instead, and n is not used.
+func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant, killAt string, a *acks) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envPowerWriter+"="+strconv.Itoa(cycle), envDir+"="+dir, envMutant+"="+mutant)
+	cmd.Env = append(os.Environ(), envPowerWriter+"="+strconv.Itoa(cycle), envDir+"="+dir, envMutant+"="+mutant, envKillAt+"="+killAt)
 	cmd.SysProcAttr = testenv.ChildProcAttr()
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -111,6 +143,12 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant st
 		case len(f) == 3 && f[0] == "ACK":
 			a.objects[f[1]] = f[2]
 			a.versions[f[2]] = true
+		case len(f) == 2 && f[0] == "DELETING":
+			a.deleting[f[1]] = a.objects[f[1]]
+			delete(a.objects, f[1])
+		case len(f) == 2 && f[0] == "DELETED":
+			delete(a.deleting, f[1])
+			a.deleted[f[1]] = true
 		case len(f) == 3 && f[0] == "HEAD":
 			a.headN, _ = strconv.Atoi(f[1])
 			a.headETag = f[2]
@@ -122,6 +160,17 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant st
 		}
 	}
 	sc := bufio.NewScanner(stdout)
+	if killAt != "" {
+		for sc.Scan() {
+			record(sc.Text())
+		}
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("writer with %s=%s did not die at its crash point: %v", envKillAt, killAt, err)
+		}
+		cfs.PowerCut(t)
+		return
+	}
 	for got := 0; got < n && sc.Scan(); {
 		record(sc.Text())
 		if strings.HasPrefix(sc.Text(), "ACK ") {
@@ -155,6 +204,21 @@ func verify(dir string, a *acks, probe string) (problems []string) {
 			problems = append(problems, fmt.Sprintf("acknowledged %s reads back %d wrong bytes", key, len(data)))
 		case v.ETag != etag:
 			problems = append(problems, fmt.Sprintf("acknowledged %s has version %s, was acknowledged as %s", key, v.ETag, etag))
+		}
+	}
+	for key, etag := range a.deleting {
+		data, v, err := s.Get(ctx, key)
+		switch {
+		case errors.Is(err, objectstore.ErrNotFound):
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("half-deleted %s: %v", key, err))
+		case !bytes.Equal(data, powerPayload(key)) || v.ETag != etag:
+			problems = append(problems, fmt.Sprintf("half-deleted %s reads back %d wrong bytes or version %s (acknowledged %s)", key, len(data), v.ETag, etag))
+		}
+	}
+	for key := range a.deleted {
+		if _, _, err := s.Get(ctx, key); !errors.Is(err, objectstore.ErrNotFound) {
+			problems = append(problems, fmt.Sprintf("acknowledged delete of %s undone: Get says %v", key, err))
 		}
 	}
 	if a.headN > 0 {
@@ -192,9 +256,9 @@ func verify(dir string, a *acks, probe string) (problems []string) {
 func TestPowerCutLosesNothingAcknowledged(t *testing.T) {
 	cfs := crashfs.Mount(t)
 	dir := filepath.Join(cfs.Dir(), "store")
-	a := &acks{objects: map[string]string{}, versions: map[string]bool{}}
+	a := newAcks()
 	for cycle := range 3 {
-		runCycle(t, cfs, dir, cycle, 25, "", a)
+		runCycle(t, cfs, dir, cycle, 25, "", "", a)
 		if problems := verify(dir, a, fmt.Sprintf("probe/%d", cycle)); len(problems) > 0 {
 			t.Fatalf("cycle %d: %d violations after the power cut (%v):\n  %s", cycle, len(problems), cfs.Stats(), strings.Join(problems, "\n  "))
 		}
@@ -213,11 +277,62 @@ func TestPowerCutCatchesSkippedFsync(t *testing.T) {
 		t.Run(mutant, func(t *testing.T) {
 			cfs := crashfs.Mount(t)
 			dir := filepath.Join(cfs.Dir(), "store")
-			a := &acks{objects: map[string]string{}, versions: map[string]bool{}}
-			runCycle(t, cfs, dir, 0, 10, mutant, a)
+			a := newAcks()
+			runCycle(t, cfs, dir, 0, 10, mutant, "", a)
 			problems := verify(dir, a, "probe")
 			if len(problems) == 0 {
 				t.Fatalf("skipping %s lost nothing the check could see (%v)", mutant, cfs.Stats())
+			}
+			t.Logf("caught: %d violations, e.g. %s", len(problems), problems[0])
+		})
+	}
+}
+
+// TestPowerCutAtEachStep kills the writer exactly at each step of the
+// publication protocol (fsstore's crash points: temp file created — in the
+// background pool or on the spot —, written, synced, renamed, published,
+// unlinked, replaced inode released), cuts the power, and checks the same
+// invariants as above: every acknowledged Put and Delete survives intact,
+// nothing listed fails its checksums, no version repeats. Each step is hit
+// at its 3rd and its 11th occurrence (once early, while the temp pool is
+// still filling, once in the steady state), two cycles on one store.
+func TestPowerCutAtEachStep(t *testing.T) {
+	cfs := crashfs.Mount(t)
+	for _, step := range fsstore.CrashSteps {
+		t.Run(step, func(t *testing.T) {
+			dir := filepath.Join(cfs.Dir(), step)
+			a := newAcks()
+			for cycle, k := range []int{3, 11} {
+				runCycle(t, cfs, dir, cycle, 0, "", fmt.Sprintf("%s:%d", step, k), a)
+				if problems := verify(dir, a, fmt.Sprintf("probe/%d", cycle)); len(problems) > 0 {
+					t.Fatalf("killed at %s #%d: %d violations after the power cut (%v):\n  %s", step, k, len(problems), cfs.Stats(), strings.Join(problems, "\n  "))
+				}
+			}
+			if len(a.objects) == 0 {
+				t.Fatalf("no object was acknowledged before the kills at %s: the step is reached too early to test anything", step)
+			}
+			t.Logf("killed at %s: %d acknowledged objects, %d deletes, CAS head %d intact (%v)", step, len(a.objects), len(a.deleted), a.headN, cfs.Stats())
+		})
+	}
+}
+
+// TestPowerCutAtEachStepCatchesSkippedFsync is the mutation check of the
+// crash-point test: with the temp file's fdatasync or the publishing
+// directory fsync skipped, a kill at the step right after it must show a
+// lost acknowledged object.
+func TestPowerCutAtEachStepCatchesSkippedFsync(t *testing.T) {
+	cfs := crashfs.Mount(t)
+	for _, c := range []struct{ mutant, killAt string }{
+		{"temp-sync", "renamed:11"},
+		{"publish-dir-sync", "temp-written:11"},
+	} {
+		t.Run(c.mutant, func(t *testing.T) {
+			dir := filepath.Join(cfs.Dir(), c.mutant)
+			a := newAcks()
+			runCycle(t, cfs, dir, 0, 0, c.mutant, c.killAt, a)
+			problems := verify(dir, a, "probe")
+			if len(problems) == 0 {
+				t.Fatalf("skipping %s, killed at %s, lost nothing the check could see (%v)", c.mutant, c.killAt, cfs.Stats())
 			}
 			t.Logf("caught: %d violations, e.g. %s", len(problems), problems[0])
 		})
