@@ -34,6 +34,12 @@
 // every directory on the key's path was made durable in its parent before
 // the object was published into it (a directory found already existing is
 // treated as durable only after this Store synced its parent once).
+// A Put with objectstore.PutOptions.DeferSync skips its own directory
+// fsync and is durable once a later plain Put on this Store returns nil:
+// every plain Put fsyncs the directories of the DeferSync Puts before it
+// (overlapped with its own temp-file write) and renames only after they
+// succeeded, so an object published by a plain Put can never name a
+// DeferSync object that a crash could lose (deferred.go has the argument).
 //
 // Invariant C3: temp files are never visible. They live under tmp/, which
 // List and Get never read. Each open Store owns tmp/<id>/ and holds an

@@ -11,6 +11,8 @@ func SetSyncMutantForTest(name string) {
 		syncMutant = mutantSkipTempSync
 	case "publish-dir-sync":
 		syncMutant = mutantSkipPublishDir
+	case "deferred-sync":
+		syncMutant = mutantSkipDeferredSync
 	default:
 		panic("fsstore: unknown sync mutant " + name)
 	}

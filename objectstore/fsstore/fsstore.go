@@ -41,6 +41,7 @@ type Store struct {
 	tmp      *tmpOwner
 	tmpSeq   atomic.Uint64
 	hk       *housekeeper // off-path temp creation and inode release (tmppool.go)
+	deferred deferredDirs // directory fsyncs owed by DeferSync Puts (deferred.go)
 
 	// durableDirs caches directories under objects/ whose entry in their
 	// parent is known to be on disk (we created and synced it, or synced
@@ -130,6 +131,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// Deferred Puts become durable on a clean close too (best effort:
+	// nothing acknowledged depends on it, see deferred.go).
+	_ = s.deferred.syncAll()
 	s.release()
 	return nil
 }
@@ -428,12 +432,27 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: %w: unknown put mode %d", key, objectstore.ErrInvalidArgument, opts.Mode)
 	}
 
+	if err := s.deferred.check(); err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
+	// A Put without DeferSync first makes every DeferSync Put before it
+	// durable: their directory fsyncs run while this Put writes its temp
+	// file, and this Put renames only once they succeeded (deferred.go has
+	// the ordering argument).
+	deferredSynced := func() error { return nil }
+	if !opts.DeferSync {
+		deferredSynced = s.deferred.start()
+		defer func() { _ = deferredSynced() }() // never leave the syncs running past Close
+	}
 	gen, err := s.versions.allocate()
 	if err != nil {
 		return objectstore.UpdateVersion{}, err
 	}
 	tmpPath, err := s.writeTemp(data, gen)
 	if err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
+	if err := deferredSynced(); err != nil {
 		return objectstore.UpdateVersion{}, err
 	}
 	published := false
@@ -499,6 +518,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 	}
 	published = true
 	crashPoint("renamed")
+	if opts.DeferSync {
+		if err := s.deferred.add(parent); err != nil {
+			return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: published, durability unknown: %v", key, err)
+		}
+		return s.version(gen), nil
+	}
 	if syncMutant == mutantSkipPublishDir {
 		return s.version(gen), nil
 	}
@@ -519,9 +544,10 @@ var syncMutant mutantSync
 type mutantSync uint8
 
 const (
-	mutantNone           mutantSync = iota
-	mutantSkipTempSync              // writeTemp: the object file's fdatasync before the rename
-	mutantSkipPublishDir            // Put: the directory fsync after the rename
+	mutantNone             mutantSync = iota
+	mutantSkipTempSync                // writeTemp: the object file's fdatasync before the rename
+	mutantSkipPublishDir              // Put: the directory fsync after the rename
+	mutantSkipDeferredSync            // Put without DeferSync: the pending directories' fsyncs
 )
 
 // writeTemp writes a complete object file into this Store's temp directory

@@ -33,6 +33,7 @@ const (
 	envPowerWriter = "NEREUS_FSSTORE_POWER_WRITER" // cycle number
 	envMutant      = "NEREUS_FSSTORE_MUTANT"
 	envKillAt      = "NEREUS_FSSTORE_KILL_AT" // "<step>:<n>": SIGKILL self at the n-th time the step is reached
+	envWALWriter   = "NEREUS_FSSTORE_WAL_WRITER"
 )
 
 func powerPayload(key string) []byte {
@@ -62,6 +63,10 @@ func runPowerWriter() int {
 		return 1
 	}
 	ctx := context.Background()
+	cycle := os.Getenv(envPowerWriter)
+	if os.Getenv(envWALWriter) != "" {
+		return runWALWriter(ctx, s, cycle)
+	}
 	headN := 0
 	var headVer objectstore.UpdateVersion
 	if b, v, err := s.Get(ctx, "head"); err == nil {
@@ -71,8 +76,11 @@ func runPowerWriter() int {
 		fmt.Printf("ERROR head: %v\n", err)
 		return 1
 	}
-	cycle := os.Getenv(envPowerWriter)
 	for i := 0; ; i++ {
+		if i == writerBound {
+			fmt.Println("ERROR the writer was not killed within its bound (crash point never reached?)")
+			return 1
+		}
 		key := fmt.Sprintf("c%s/%06d", cycle, i)
 		v, err := s.Put(ctx, key, powerPayload(key), objectstore.PutOptions{Mode: objectstore.PutCreate})
 		if err != nil {
@@ -107,6 +115,53 @@ func runPowerWriter() int {
 	}
 }
 
+// writerBound bounds the writers' loops: they are meant to be killed long
+// before (after tens of Puts), and must never spin forever.
+const writerBound = 1000
+
+// runWALWriter writes the way the WAL does: segments with DeferSync (not
+// acknowledged by themselves: "SEG"), then a manifest CAS naming every
+// segment so far ("COMMIT n etag" once it returned). A manifest that
+// survives a cut — acknowledged or not — must name only segments that
+// survived intact.
+func runWALWriter(ctx context.Context, s *fsstore.Store, cycle string) int {
+	var names []string
+	var ver objectstore.UpdateVersion
+	if b, v, err := s.Get(ctx, "manifest"); err == nil {
+		names, ver = strings.Fields(string(b))[1:], v
+	} else if !errors.Is(err, objectstore.ErrNotFound) {
+		fmt.Printf("ERROR manifest: %v\n", err)
+		return 1
+	}
+	for i := 0; ; i++ {
+		if i == writerBound {
+			fmt.Println("ERROR the writer was not killed within its bound (crash point never reached?)")
+			return 1
+		}
+		for j := range 2 {
+			key := fmt.Sprintf("w%s/seg/%06d-%d", cycle, i, j)
+			if _, err := s.Put(ctx, key, powerPayload(key), objectstore.PutOptions{Mode: objectstore.PutOverwrite, DeferSync: true}); err != nil {
+				fmt.Printf("ERROR segment put: %v\n", err)
+				return 1
+			}
+			fmt.Printf("SEG %s\n", key)
+			names = append(names, key)
+		}
+		opts := objectstore.PutOptions{Mode: objectstore.PutUpdate, Version: ver}
+		if ver.IsZero() {
+			opts = objectstore.PutOptions{Mode: objectstore.PutCreate}
+		}
+		body := strconv.Itoa(len(names)) + "\n" + strings.Join(names, "\n")
+		v, err := s.Put(ctx, "manifest", []byte(body), opts)
+		if err != nil {
+			fmt.Printf("ERROR manifest put: %v\n", err)
+			return 1
+		}
+		ver = v
+		fmt.Printf("COMMIT %d %s\n", len(names), v.ETag)
+	}
+}
+
 // acks is what the writers acknowledged.
 type acks struct {
 	objects  map[string]string // key -> version ETag
@@ -114,7 +169,10 @@ type acks struct {
 	deleted  map[string]bool   // acknowledged deletes
 	headN    int
 	headETag string
+	commitN  int // WAL writer: segments named by the last acknowledged manifest
+	commitET string
 	versions map[string]bool // every ETag ever acknowledged
+	wal      bool            // run the WAL writer
 }
 
 func newAcks() *acks {
@@ -128,6 +186,9 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant, k
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envPowerWriter+"="+strconv.Itoa(cycle), envDir+"="+dir, envMutant+"="+mutant, envKillAt+"="+killAt)
+	if a.wal {
+		cmd.Env = append(cmd.Env, envWALWriter+"=1")
+	}
 	cmd.SysProcAttr = testenv.ChildProcAttr()
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -149,6 +210,11 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant, k
 		case len(f) == 2 && f[0] == "DELETED":
 			delete(a.deleting, f[1])
 			a.deleted[f[1]] = true
+		case len(f) == 2 && f[0] == "SEG":
+		case len(f) == 3 && f[0] == "COMMIT":
+			a.commitN, _ = strconv.Atoi(f[1])
+			a.commitET = f[2]
+			a.versions[f[2]] = true
 		case len(f) == 3 && f[0] == "HEAD":
 			a.headN, _ = strconv.Atoi(f[1])
 			a.headETag = f[2]
@@ -173,7 +239,7 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant, k
 	}
 	for got := 0; got < n && sc.Scan(); {
 		record(sc.Text())
-		if strings.HasPrefix(sc.Text(), "ACK ") {
+		if strings.HasPrefix(sc.Text(), "ACK ") || strings.HasPrefix(sc.Text(), "COMMIT ") {
 			got++
 		}
 	}
@@ -221,6 +287,9 @@ func verify(dir string, a *acks, probe string) (problems []string) {
 			problems = append(problems, fmt.Sprintf("acknowledged delete of %s undone: Get says %v", key, err))
 		}
 	}
+	if a.wal {
+		problems = append(problems, verifyManifest(ctx, s, a)...)
+	}
 	if a.headN > 0 {
 		b, v, err := s.Get(ctx, "head")
 		n, _ := strconv.Atoi(string(b))
@@ -247,6 +316,36 @@ func verify(dir string, a *acks, probe string) (problems []string) {
 		problems = append(problems, fmt.Sprintf("put after the power cut: %v", err))
 	} else if a.versions[v.ETag] {
 		problems = append(problems, fmt.Sprintf("version %s issued again after the power cut", v.ETag))
+	}
+	return problems
+}
+
+// verifyManifest: the surviving manifest is at least the acknowledged one
+// and every segment it names reads back intact.
+func verifyManifest(ctx context.Context, s *fsstore.Store, a *acks) (problems []string) {
+	b, v, err := s.Get(ctx, "manifest")
+	if errors.Is(err, objectstore.ErrNotFound) && a.commitN == 0 {
+		return nil
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("manifest (acknowledged naming %d segments): %v", a.commitN, err)}
+	}
+	f := strings.Fields(string(b))
+	n, _ := strconv.Atoi(f[0])
+	switch {
+	case n < a.commitN:
+		problems = append(problems, fmt.Sprintf("manifest went back from acknowledged %d segments to %d", a.commitN, n))
+	case n == a.commitN && v.ETag != a.commitET:
+		problems = append(problems, fmt.Sprintf("manifest naming %d segments has version %s, was acknowledged as %s", n, v.ETag, a.commitET))
+	}
+	for _, key := range f[1:] {
+		data, _, err := s.Get(ctx, key)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("manifest (version %s, %d segments) names %s: %v", v.ETag, n, key, err))
+		case !bytes.Equal(data, powerPayload(key)):
+			problems = append(problems, fmt.Sprintf("manifest names %s, which reads back %d wrong bytes", key, len(data)))
+		}
 	}
 	return problems
 }
@@ -337,4 +436,51 @@ func TestPowerCutAtEachStepCatchesSkippedFsync(t *testing.T) {
 			t.Logf("caught: %d violations, e.g. %s", len(problems), problems[0])
 		})
 	}
+}
+
+// TestPowerCutDeferredSegments: the WAL's pattern — DeferSync segment Puts,
+// each batch published by a manifest CAS — killed at every step of the
+// protocol (and at random points), then a power cut: the manifest that
+// survives, acknowledged or not, never names a segment that did not
+// survive intact, and no acknowledged manifest is lost.
+func TestPowerCutDeferredSegments(t *testing.T) {
+	cfs := crashfs.Mount(t)
+	for _, step := range append([]string{""}, fsstore.CrashSteps...) {
+		if step == "unlinked" {
+			continue // the WAL writer deletes nothing
+		}
+		name := step
+		if name == "" {
+			name = "random"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(cfs.Dir(), "wal-"+name)
+			a := newAcks()
+			a.wal = true
+			for cycle, k := range []int{3, 11} {
+				killAt := ""
+				if step != "" {
+					killAt = fmt.Sprintf("%s:%d", step, k)
+				}
+				runCycle(t, cfs, dir, cycle, k, "", killAt, a)
+				if problems := verify(dir, a, fmt.Sprintf("probe/%d", cycle)); len(problems) > 0 {
+					t.Fatalf("killed at %s #%d: %d violations after the power cut (%v):\n  %s", name, k, len(problems), cfs.Stats(), strings.Join(problems, "\n  "))
+				}
+			}
+			t.Logf("killed at %s: acknowledged manifest naming %d segments intact (%v)", name, a.commitN, cfs.Stats())
+		})
+	}
+	// Mutation check: the plain Put that skips the pending directory
+	// fsyncs publishes a manifest naming segments the cut then loses.
+	t.Run("mutant-deferred-sync", func(t *testing.T) {
+		dir := filepath.Join(cfs.Dir(), "wal-mutant")
+		a := newAcks()
+		a.wal = true
+		runCycle(t, cfs, dir, 0, 0, "deferred-sync", "temp-written:20", a)
+		problems := verify(dir, a, "probe")
+		if len(problems) == 0 {
+			t.Fatalf("skipping the deferred directory syncs lost nothing the check could see (%v)", cfs.Stats())
+		}
+		t.Logf("caught: %d violations, e.g. %s", len(problems), problems[0])
+	})
 }
