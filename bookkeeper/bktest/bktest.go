@@ -169,8 +169,12 @@ func (e *Env) RequireControl(t testing.TB) {
 }
 
 func (e *Env) script(ctx context.Context, args ...string) ([]byte, error) {
+	return e.scriptEnv(ctx, nil, args...)
+}
+
+func (e *Env) scriptEnv(ctx context.Context, env []string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.RepoRoot, "scripts", "bookkeeper-env.sh"), args...)
-	cmd.Env = append(os.Environ(), "BK_ENV_DIR="+e.Dir)
+	cmd.Env = append(append(os.Environ(), "BK_ENV_DIR="+e.Dir), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -182,11 +186,22 @@ func (e *Env) script(ctx context.Context, args ...string) ([]byte, error) {
 
 // Run runs the env script with args (e.g. "kill-bookie", "1") and returns
 // its stdout, failing the test on error.
+//
+// The Java client programs it runs ("java", "shell") get a java.io.tmpdir
+// of t's: BookKeeper's client extracts its JNI libraries (native-io,
+// circe-checksum) into /tmp/native<random>, removed only by
+// File.deleteOnExit, which a JVM killed at a deadline never runs. The
+// bookies ("start-bookie") keep the default: they outlive t.
 func (e *Env) Run(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := e.script(ctx, args...)
+	var env []string
+	if len(args) > 0 && (args[0] == "java" || args[0] == "shell") {
+		// JDK_JAVA_OPTIONS: read by the java launcher the script execs.
+		env = []string{"JDK_JAVA_OPTIONS=-Djava.io.tmpdir=" + t.TempDir()}
+	}
+	out, err := e.scriptEnv(ctx, env, args...)
 	if err != nil {
 		t.Fatalf("bookkeeper-env.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
