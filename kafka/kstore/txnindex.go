@@ -120,7 +120,7 @@ func (s *Store) useTxnIndex(ctx context.Context, x *txnIndex, p *Partition, epoc
 		x.forget()
 		return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
 	}
-	if x.loaded && x.epoch != epoch {
+	if x.loaded && x.epoch != epoch && PlantedBug != BugIndexSurvivesTakeover {
 		x.forget()
 	}
 	if err := s.loadTxnIndex(ctx, x); err != nil {
@@ -382,23 +382,50 @@ func (s *Store) createTxnCheckpoint(ctx context.Context, x *txnIndex, scannedTo 
 // with no open transaction on the partition is harmless (recovery repeats
 // markers), so on an uncertain outcome the caller simply writes it again.
 func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+	m, err := s.IssueMarker(ctx, p, pid, epoch, commit, coordinatorEpoch)
+	if err != nil {
+		return -1, err
+	}
+	return m.Finish(ctx)
+}
+
+// MarkerAppending is a transaction marker in flight (IssueMarker). Finish
+// must be called exactly once: until then the marker holds the partition's
+// checkpoints back (they cannot pass a marker still in flight).
+type MarkerAppending struct {
+	app    *Appending
+	x      *txnIndex
+	mid    uint64
+	pid    int64
+	commit bool
+	store  *Store
+}
+
+// Done is closed once the marker's append settled: Finish then returns
+// without waiting.
+func (m *MarkerAppending) Done() <-chan struct{} { return m.app.Future.Done() }
+
+// IssueMarker is AppendMarker's first half: it issues the marker under the
+// partition's index lock and returns without waiting for it to commit (a
+// caller that must not block — the deterministic simulation — waits for
+// Done and then calls Finish).
+func (s *Store) IssueMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (*MarkerAppending, error) {
 	if p.proj != nil {
-		return -1, notOnProjected("transaction markers")
+		return nil, notOnProjected("transaction markers")
 	}
 	sess, err := p.session(ctx, s)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
-		x.mu.Unlock()
-		return -1, err
+		return nil, err
 	}
 	end, _, err := s.streams.Notify(ctx, p.StreamID)
 	if err != nil {
-		x.mu.Unlock()
-		return -1, err
+		return nil, err
 	}
 	// A producer with no open transaction here (added but never produced
 	// to, or already closed) still gets its marker, as in Kafka.
@@ -410,21 +437,30 @@ func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch
 	})
 	x.nextMarker++
 	mid := x.nextMarker
-	x.markersInFlight[mid] = end
-	x.mu.Unlock()
+	if PlantedBug != BugCheckpointPassesMarker {
+		x.markersInFlight[mid] = end
+	}
+	return &MarkerAppending{app: app, x: x, mid: mid, pid: pid, commit: commit, store: s}, nil
+}
 
-	res, err := app.Settle(ctx)
+// Finish waits for the marker to commit and then closes the producer's
+// transaction in the index: the marker's offset, or the append's error
+// (with stream.CommitCertainty's meaning: an unknown outcome is settled by
+// writing the marker again).
+func (m *MarkerAppending) Finish(ctx context.Context) (int64, error) {
+	s, x := m.store, m.x
+	res, err := m.app.Settle(ctx)
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	delete(x.markersInFlight, mid)
+	delete(x.markersInFlight, m.mid)
 	if err != nil {
 		return -1, err
 	}
-	if o, ok := x.open[pid]; ok {
-		delete(x.open, pid)
-		if !commit {
-			a := AbortedTxn{ProducerID: pid, First: o.First, Last: res.Start}
+	if o, ok := x.open[m.pid]; ok {
+		delete(x.open, m.pid)
+		if !m.commit && PlantedBug != BugAbortNotIndexed {
+			a := AbortedTxn{ProducerID: m.pid, First: o.First, Last: res.Start}
 			x.unpersisted = append(x.unpersisted, a)
 			x.aborted = append(x.aborted, a)
 			sort.Slice(x.aborted, func(i, j int) bool { return x.aborted[i].Last < x.aborted[j].Last })
@@ -457,6 +493,9 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 	lso := hwm
 	for _, o := range x.open {
 		lso = min(lso, o.First)
+	}
+	if PlantedBug == BugStableOffsetIgnoresOpen {
+		lso = hwm
 	}
 	return lso, nil
 }
@@ -519,7 +558,8 @@ func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 }
 
 // txnFlushDelay batches checkpoint writes: the scan after a restart covers
-// at most about this much of a partition's recent history.
+// at most about this much of a partition's recent history (the default of
+// Config.TxnCheckpointDelay).
 const txnFlushDelay = time.Second
 
 // kickTxnFlush schedules a checkpoint of x if it changed. Caller holds x.mu.
@@ -537,7 +577,7 @@ func (s *Store) kickTxnFlush(x *txnIndex) {
 		return
 	}
 	x.flushing = true
-	time.AfterFunc(txnFlushDelay, func() {
+	s.rt.AfterFunc(s.cfg.TxnCheckpointDelay, func() {
 		defer s.txns.timers.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
