@@ -33,6 +33,18 @@ const (
 	// partition again after another led it misses what the other appended
 	// and marked meanwhile.
 	BugIndexSurvivesTakeover
+	// BugCheckpointAfterHandover lets a broker write its delayed
+	// transaction checkpoint after its session on the partition was
+	// taken over (the bug the simulation found in the real code): the
+	// checkpoint passes the new leader's transactional batches, which a
+	// later load then never sees.
+	BugCheckpointAfterHandover
+	// BugIndexIgnoresForeignSession answers the read paths (last stable
+	// offset, aborted transactions) from an index loaded while another
+	// writer's session — the previous leader still handing over — could
+	// still append, without catching up with the log (the second bug the
+	// simulation found in the real code).
+	BugIndexIgnoresForeignSession
 	// BugDropsSequence appends without the producer sequence (no
 	// idempotence): a producer's retry of a batch whose outcome it did not
 	// know is stored twice.

@@ -98,12 +98,21 @@ type txnIndex struct {
 	// epoch is the partition's append-session epoch the index was loaded
 	// under; another epoch means the partition changed hands since.
 	epoch uint64
+	// own is the epoch of this broker's own append session under which
+	// the index last issued a transactional batch or a marker (0: none
+	// since it was loaded). Only then does this broker know every batch
+	// below the committed end, so only then may it write a checkpoint.
+	own uint64
+	// scanned is the offset up to which the log was scanned (load, and
+	// readTxnIndex's catch-up).
+	scanned int64
 }
 
 // forget drops the in-memory state (it is reloaded from the checkpoint
 // and the stream on next use). Caller holds x.mu.
 func (x *txnIndex) forget() {
 	x.loaded, x.hasRec, x.dirty = false, false, false
+	x.own = 0
 	x.open, x.aborted, x.unpersisted = map[int64]OpenTxn{}, nil, nil
 	x.markersInFlight = map[uint64]int64{}
 }
@@ -143,14 +152,82 @@ func (s *Store) txnLeaderOnly(p *Partition) error {
 	return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
 }
 
-// headEpoch is the partition's current append-session epoch (read paths,
-// which never acquire the session).
-func (s *Store) headEpoch(ctx context.Context, p *Partition) (uint64, error) {
+// readTxnIndex makes x current for a read path (the last stable offset,
+// aborted and open transactions), which never takes the session: it uses
+// the index under the epoch of the partition's current session (loading
+// it if needed). While that session is not the one this index issued
+// transactional batches or markers under and it still names a writer —
+// the previous leader still handing over, whose view or in-flight appends
+// lag, or this broker's cluster node before the index used its session —
+// that writer may still append transactional batches and markers the
+// index never saw: it catches up with the log first. (Without it a new
+// leader answered a last stable offset past a transaction the old one
+// opened after the load: found by the kstore simulation, seed 281.)
+// Caller holds x.mu.
+func (s *Store) readTxnIndex(ctx context.Context, x *txnIndex, p *Partition) error {
 	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return info.Session.Epoch, nil
+	epoch := info.Session.Epoch
+	loaded := x.loaded && x.epoch == epoch
+	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+		return err
+	}
+	if !loaded || x.own == epoch || info.Session.WriterID == "" || PlantedBug == BugIndexIgnoresForeignSession {
+		return nil // just loaded (up to date), or no one else may append
+	}
+	if !x.hasRec {
+		// No checkpoint when loaded: the writer may have created one
+		// and appended its first transactional batch since.
+		x.forget()
+		if err := s.loadTxnIndex(ctx, x); err != nil {
+			return err
+		}
+		x.epoch = epoch
+		return nil
+	}
+	var found []AbortedTxn
+	to, err := s.scanTxnLog(ctx, x.id, x.scanned, func(e stream.ReadEntry) { applyScanned(x.open, &found, e) })
+	if err != nil {
+		return err
+	}
+	x.scanned = to
+	if len(found) > 0 {
+		x.aborted = append(x.aborted, found...)
+		sort.Slice(x.aborted, func(i, j int) bool { return x.aborted[i].Last < x.aborted[j].Last })
+		x.unpersisted = append(x.unpersisted, found...)
+		x.dirty = true
+	}
+	return nil
+}
+
+// scanTxnLog calls fn for every entry of the stream from offset from to
+// its committed end, and returns the offset it scanned up to.
+func (s *Store) scanTxnLog(ctx context.Context, id stream.ID, from int64, fn func(stream.ReadEntry)) (int64, error) {
+	start := from
+	for {
+		res, err := s.streams.Read(ctx, id, from, stream.ReadOptions{MaxBytes: 8 << 20, MaxEntries: 10000})
+		if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
+			from = res.StartOffset
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("kafka/kstore: scan stream %v for transactions: %w", id, err)
+		}
+		for _, e := range res.Entries {
+			if e.Offset >= start {
+				fn(e)
+			}
+		}
+		if res.Next <= from {
+			return from, nil
+		}
+		if res.Next >= res.EndOffset {
+			return res.Next, nil
+		}
+		from = res.Next
+	}
 }
 
 // txnIndexes is the Store's set of partition indexes, keyed by stream id so
@@ -242,27 +319,11 @@ func (s *Store) loadTxnIndex(ctx context.Context, x *txnIndex) error {
 	}
 	var scanned []AbortedTxn
 	// Scan [scannedTo, end) for transactional batches and markers.
-	from := cp.ScannedTo
-	for {
-		res, err := s.streams.Read(ctx, x.id, from, stream.ReadOptions{MaxBytes: 8 << 20, MaxEntries: 10000})
-		if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
-			from = res.StartOffset
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("kafka/kstore: scan stream %v for transactions: %w", x.id, err)
-		}
-		for _, e := range res.Entries {
-			if e.Offset < cp.ScannedTo {
-				continue // accounted for by the checkpoint
-			}
-			applyScanned(open, &scanned, e)
-		}
-		if res.Next <= from || res.Next >= res.EndOffset {
-			break
-		}
-		from = res.Next
+	to, err := s.scanTxnLog(ctx, x.id, cp.ScannedTo, func(e stream.ReadEntry) { applyScanned(open, &scanned, e) })
+	if err != nil {
+		return err
 	}
+	x.scanned = to
 	known := map[int64]bool{}
 	for _, a := range aborted {
 		known[a.Last] = true
@@ -331,6 +392,7 @@ func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64
 	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
 		return nil, err
 	}
+	x.own = sess.Epoch
 	if err := verify(); err != nil {
 		return nil, err
 	}
@@ -423,6 +485,7 @@ func (s *Store) IssueMarker(ctx context.Context, p *Partition, pid int64, epoch 
 	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
 		return nil, err
 	}
+	x.own = sess.Epoch
 	end, _, err := s.streams.Notify(ctx, p.StreamID)
 	if err != nil {
 		return nil, err
@@ -480,14 +543,10 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 	if err := s.txnLeaderOnly(p); err != nil {
 		return -1, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return -1, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return -1, err
 	}
 	lso := hwm
@@ -510,14 +569,10 @@ func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64)
 	if err := s.txnLeaderOnly(p); err != nil {
 		return nil, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return nil, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return nil, err
 	}
 	i := sort.Search(len(x.aborted), func(i int) bool { return x.aborted[i].Last >= from })
@@ -539,14 +594,10 @@ func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 	if err := s.txnLeaderOnly(p); err != nil {
 		return nil, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return nil, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return nil, err
 	}
 	out := make([]OpenTxn, 0, len(x.open))
@@ -603,6 +654,26 @@ func (s *Store) flushTxnIndex(ctx context.Context, x *txnIndex) error {
 	if err != nil {
 		x.mu.Unlock()
 		return err
+	}
+	// Only while this broker's own session still holds the partition
+	// (checked after reading the end, so no other writer can have
+	// appended below it) does the index know every batch below end. A
+	// broker that handed the partition over must not write its delayed
+	// checkpoint: scannedTo would pass the new leader's transactional
+	// batches it never saw, and a later load would lose their
+	// transactions (found by the kstore simulation, seed 15).
+	info, err := s.streams.Describe(ctx, x.id)
+	if err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	if (x.own == 0 || x.epoch != x.own || info.Session.Epoch != x.own) && PlantedBug != BugCheckpointAfterHandover {
+		if info.Session.Epoch != x.epoch {
+			x.forget() // reloaded on next use
+		}
+		x.dirty = false // nothing is lost: a load rebuilds it from the log
+		x.mu.Unlock()
+		return nil
 	}
 	scannedTo := end
 	for _, e := range x.markersInFlight {
