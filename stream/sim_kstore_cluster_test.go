@@ -24,11 +24,13 @@ import (
 // loop releases it; here the next owner fences it instead — ReleaseSession
 // drains in-flight appends, a blocking wait the event loop cannot make).
 //
-// Writer is cluster.Node.Writer without the waits: it acquires the
-// stream's session with AuthorityEpoch = the placement epoch its view
-// holds, so the new owner takes over a live session of the previous one
-// and a stale view's acquisition is refused (stream.ErrFenced, which
-// kstore answers as ErrNotLeader). A restarted broker that still owns its
+// Writer is cluster.Node.Writer without the waits: while the previous
+// holder of the stream's session is up and its view still names it the
+// owner (it has not handed over), ErrHandoffPending; otherwise it acquires
+// the session with AuthorityEpoch = the placement epoch its view holds,
+// so the new owner takes over the previous one's live session and a
+// stale view's acquisition is refused (stream.ErrFenced, which kstore
+// answers as ErrNotLeader). A restarted broker that still owns its
 // partitions acquires under the same epoch with the same WriterID (the
 // core renews its earlier incarnation's session, as for a real node).
 
@@ -78,6 +80,16 @@ func (k *ksCluster) Writer(ctx context.Context, id stream.ID, name string) (stre
 	}
 	if sess, ok := k.writers[id]; ok {
 		return sess, nil
+	}
+	// The previous owner is alive and has not handed over (its view still
+	// names it): cluster.Node.Writer waits for its release, up to
+	// HandoffWait, and then answers ErrHandoffPending; here at once.
+	if info, err := k.storage.Describe(ctx, id); err == nil && info.Session.WriterID != "" && info.Session.WriterID != ksNode(k.b) {
+		var prev int
+		if _, err := fmt.Sscanf(info.Session.WriterID, "b%d", &prev); err == nil && k.s.c.Up(prev) &&
+			k.s.views[prev][k.s.partOf[name]].owner == prev {
+			return stream.Session{}, fmt.Errorf("%w (%s is held by %s)", cluster.ErrHandoffPending, name, info.Session.WriterID)
+		}
 	}
 	sess, err := k.storage.AcquireSession(ctx, id, stream.SessionOptions{WriterID: ksNode(k.b), TTL: time.Minute,
 		AuthorityEpoch: v.epoch, StealExpired: true})
@@ -148,15 +160,19 @@ func (s *ksSim) move(p, to int) {
 }
 
 // setView updates broker b's view of partition p unless it already holds a
-// newer placement; a view that stops naming b the owner drops b's session
-// (the reconcile loop's release).
+// newer placement; a view that stops naming b the owner (or names it at a
+// later placement epoch) drops b's session (the reconcile loop's release).
 func (s *ksSim) setView(b, p int, np ksPlacement) {
 	old := s.views[b][p]
 	if np.epoch <= old.epoch {
 		return
 	}
 	s.views[b][p] = np
-	if old.owner == b && np.owner != b {
+	// (Also when the view jumps from b to b across another owner's epoch:
+	// that session was fenced meanwhile. A real node would keep it until
+	// an append or a renewal finds the fence; the audit reads through the
+	// leader's core, which must not serve a fenced session's stale head.)
+	if old.owner == b {
 		if br := s.brokers[b]; br != nil && s.c.Up(b) && s.c.Incarnation(b) == br.inc && br.parts[p] != nil {
 			delete(br.cl.writers, br.parts[p].StreamID)
 		}
