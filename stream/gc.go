@@ -587,6 +587,7 @@ func (c *Core) drainJournalRecords(ctx context.Context, h *head, recs []metadata
 			if claim.covers(h.ID, rr.ObjectKey) {
 				pend.add(GCPending{Kind: "generation", Unit: rr.ObjectKey, Bytes: rr.Bytes,
 					Reason: "journaled orphan, but the stream's merge claim names its window (the merge's publication may still apply)"})
+				c.markOrphanSweep(h.ID) // keep the claim looked at until it settles
 				continue
 			}
 		}

@@ -330,6 +330,10 @@ func (c *Core) standingMergeClaim(ctx context.Context, h *head) (*claimWindow, e
 	switch err := c.meta.Delete(ctx, key, rec.Version); {
 	case err == nil, errors.Is(err, metadata.ErrKeyNotFound):
 		c.log.Debug("stale merge claim settled by GC", "stream", h.ID, "start", cl.Start, "end", cl.End)
+		// Settling can leave an unnamed object: the fenced holder's, or
+		// (it published) its last source, whose journal entry GC dropped
+		// while the record still named it. The sweep looks next.
+		c.markOrphanSweep(h.ID)
 		return nil, nil
 	default:
 		return win, nil

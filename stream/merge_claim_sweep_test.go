@@ -252,3 +252,40 @@ func open2(t *testing.T, meta metadata.Store, objects *objmem.Store, writer stri
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// TestJournalDrainKeepsClaimedOrphan: the journal drain's last proof
+// consults the claim too. An older binary's sweep journaled the object of
+// a merge whose claim stands; b's passes must keep it (and say why) until
+// the late publication names it, which then drops the journal entry.
+func TestJournalDrainKeepsClaimedOrphan(t *testing.T) {
+	e := newClaimSweepEnv(t)
+	ctx := ctxT(t)
+	e.skew.Store(int64(2 * time.Second))
+	if err := stream.JournalOrphan(ctx, e.meta, e.id, e.merged, time.Now().Add(-time.Minute).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	e.gcPasses(t, 4)
+	if exists, _ := e.mergedState(t); !exists {
+		t.Fatalf("the journal drain deleted the object of a merge whose claim stands\n%s", stream.DebugIndexState(ctx, e.meta, nil, e.id))
+	}
+	found := false
+	for _, p := range e.b.GCStatus().Pending {
+		if p.Unit == e.merged && strings.Contains(p.Reason, "merge claim") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("gc status does not say why %s is kept: %+v", e.merged, e.b.GCStatus().Pending)
+	}
+	if err := e.gate.deliver(); err != nil {
+		t.Fatalf("a's late publication: %v", err)
+	}
+	e.skew.Store(int64(2 * time.Minute))
+	settleMerges(t, ctx, e.b, e.meta, e.objects, e.id, e.want)
+	if exists, _ := e.mergedState(t); !exists {
+		t.Fatal("the published merged object was deleted")
+	}
+	if end := readAll(t, open2(t, e.meta, e.objects, "b3"), e.id, 0, e.want); end != 30 {
+		t.Fatalf("read to %d", end)
+	}
+}
