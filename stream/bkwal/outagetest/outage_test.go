@@ -57,6 +57,8 @@ const (
 
 func TestServeSurvivesBookieOutage(t *testing.T) {
 	env.RequireControl(t)
+	began := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), what) }
 	if n := env.NumBookies(t); n != 3 {
 		testenv.SkipOrFail(t, "needs exactly 3 bookies (ledgers use E=3), the cluster has %d", n)
 	}
@@ -105,6 +107,7 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	}
 	progress("before the outage", 100)
 	pl.waitAcks(t, "before the outage", 50)
+	phase("before the outage: load running")
 
 	restarted := false
 	defer func() {
@@ -115,6 +118,7 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	_, failedAtStop := pl.counts()
 	stoppedID := env.BookieID(t, 1) // bookie `stopped`
 	env.Run(t, "stop-bookie", stopped)
+	phase("bookie stopped")
 	waitUnregistered(t, stoppedID)
 	ackedAtStop := load.Acks.Count()
 	h := waitHealth(t, srv, "degraded", func(h adminapi.Health) bool {
@@ -169,6 +173,7 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 		t.Errorf("REST read with a bookie down: %d entries, %v", len(rr.Entries), err)
 	}
 	consumeOne(t, srv, topic, "before")
+	phase("degraded; Kafka and REST checks done")
 	// Pulsar: the broker answers PersistenceError (the client logs it,
 	// reconnects and resends), and a send still unacknowledged after the
 	// send timeout fails in the client (by now, usually: the checks above
@@ -189,11 +194,13 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	} else {
 		t.Logf("Pulsar with the bookie down: %d send errors from the broker, the first: %s", nServerErrs, serverErrs[0])
 	}
-
+	phase("Pulsar checks done")
 	env.Run(t, "start-bookie", stopped)
 	restarted = true
+	phase("bookie restarted")
 	waitHealth(t, srv, "ok", func(h adminapi.Health) bool { return h.Status == "ok" })
 	progress("after the bookie came back", 100)
+	phase("recovered: health ok, REST progress")
 	if m := fetch(t, srv.URL()+"/metrics"); !strings.Contains(m, `nereus_storage_recoveries_total{component="`+component+`"}`) {
 		t.Error("/metrics lacks nereus_storage_recoveries_total for " + component)
 	}
@@ -205,11 +212,13 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 	pl.stop(t)
+	phase("load stopped")
 	if err := load.Err(); err != nil {
 		t.Fatal(err)
 	}
 	load.Verify(t)
 	pl.verify(t, srv)
+	phase("verified")
 	if !srv.Running() || srv.Pid() != pid {
 		t.Errorf("nereus serve did not stay up: running %v, pid %d (was %d)", srv.Running(), srv.Pid(), pid)
 	}
