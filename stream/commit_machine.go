@@ -73,7 +73,14 @@ type commitMachine struct {
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
 	toIndex          []*indexItem
 	confirmedThrough int64
-	syncWaiters      []*appendOp
+	// pendBuf is the array behind the Pending lists of the heads this
+	// machine builds (appendPending): len(pendBuf) is how many of its slots
+	// have ever been written, and every head whose Pending lies in it is
+	// no longer than that, so the slot at len(pendBuf) is one no head can
+	// see. A commit appends its descriptor there instead of copying the
+	// whole list.
+	pendBuf     []descriptor
+	syncWaiters []*appendOp
 	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
 	// acknowledgement waits until head.GenThrough passes their end.
 	genWaiters []*appendOp
@@ -621,6 +628,78 @@ func (m *commitMachine) droppablePending() int {
 	return n
 }
 
+// pendingRoom is the free capacity a new Pending array gets: a stream's
+// list grows by one descriptor per commit until index publication
+// (indexBatchCommits) lets the next commit drop them.
+const pendingRoom = indexBatchCommits + 1
+
+// appendPending returns list (m.head's Pending, or a list this round
+// built) followed by d. When list is exactly the written prefix of
+// pendBuf, d goes into the next slot, which no head can see (see pendBuf);
+// otherwise — list came from elsewhere (a decoded head), or a head that
+// was never committed wrote past it — list is copied into a new array
+// first. The result's capacity is clipped, so an append on it elsewhere
+// copies.
+func (m *commitMachine) appendPending(list []descriptor, d descriptor) []descriptor {
+	n := len(list)
+	if n != len(m.pendBuf) || n == cap(m.pendBuf) || (n > 0 && &list[0] != &m.pendBuf[0]) {
+		buf := make([]descriptor, n, n+pendingRoom)
+		copy(buf, list)
+		m.pendBuf = buf
+	}
+	m.pendBuf = append(m.pendBuf, d)
+	return m.pendBuf[: n+1 : n+1]
+}
+
+// filterPending returns the descriptors of list not yet confirmed in the
+// index (keep of them), in a new array with room for the next commits.
+func (m *commitMachine) filterPending(list []descriptor, keep int) []descriptor {
+	kept := make([]descriptor, 0, keep+pendingRoom)
+	for _, d := range list {
+		if d.End > m.confirmedThrough {
+			kept = append(kept, d)
+		}
+	}
+	m.pendBuf = kept
+	return kept[:len(kept):len(kept)]
+}
+
+// cachePending gives every descriptor of next's Pending its v3 encoding
+// against its predecessor, so each is encoded once and copied by every
+// later head write. Descriptors next shares with m.head (committed, so
+// possibly being read elsewhere) are never written: they were cached when
+// this machine appended them, unless m.head was decoded from the store;
+// then the list is copied first, once.
+func (m *commitMachine) cachePending(next *head) {
+	shared := 0
+	if cur := m.head.Pending; len(cur) > 0 && len(next.Pending) > 0 && &cur[0] == &next.Pending[0] {
+		shared = len(cur)
+	}
+	for i := range next.Pending {
+		var prev *descriptor
+		if i > 0 {
+			prev = &next.Pending[i-1]
+		}
+		d := &next.Pending[i]
+		if d.encV3 != nil && d.encV3Prev == keyOf(prev) {
+			continue
+		}
+		if i < shared {
+			n := len(next.Pending)
+			buf := make([]descriptor, n, n+pendingRoom)
+			copy(buf, next.Pending)
+			m.pendBuf = buf
+			next.Pending = buf[:n:n]
+			shared = 0
+			if i > 0 {
+				prev = &next.Pending[i-1]
+			}
+			d = &next.Pending[i]
+		}
+		d.cachePendingV3(prev)
+	}
+}
+
 func (m *commitMachine) prepareHead(nowMs int64) {
 	// Ready appends: the contiguous prefix whose WAL writes completed.
 	ready := 0
@@ -646,15 +725,9 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
 		return
 	}
-	next := m.head.clone()
+	next := m.head.clone() // next.Pending shares m.head's (read-only)
 	if dropped > 0 {
-		kept := next.Pending[:0]
-		for _, d := range next.Pending {
-			if d.End > m.confirmedThrough {
-				kept = append(kept, d)
-			}
-		}
-		next.Pending = kept
+		next.Pending = m.filterPending(next.Pending, len(next.Pending)-dropped)
 		next.IndexedThrough = max(next.IndexedThrough, m.confirmedThrough)
 	}
 	cas := &headCAS{next: next, expected: m.version}
@@ -705,7 +778,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = append(cas.ops, op)
 		}
 		d.CumBytes = next.CommittedBytes + d.Bytes
-		next.Pending = append(next.Pending, d)
+		next.Pending = m.appendPending(next.Pending, d)
 		next.End = d.End
 		next.CommittedBytes = d.CumBytes
 		next.Commits = d.Commit
@@ -718,15 +791,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 		// Committing refreshes the session lease.
 		next.Session.ExpiresMs = max(next.Session.ExpiresMs, nowMs+m.sessionTTLMs)
 	}
-	// Each Pending descriptor is encoded once against its predecessor and
-	// copied by every later head write (next's Pending is its own array).
-	for i := range next.Pending {
-		var prev *descriptor
-		if i > 0 {
-			prev = &next.Pending[i-1]
-		}
-		next.Pending[i].cachePendingV3(prev)
-	}
+	m.cachePending(next)
 	m.round = append(m.round, roundReq{kind: roundHeadCAS, cas: cas,
 		op: metadata.Op{Kind: metadata.OpPut, Key: m.headKey, Value: next.encode(), Expected: m.version}})
 }
