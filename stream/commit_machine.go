@@ -73,6 +73,10 @@ type commitMachine struct {
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
 	toIndex          []*indexItem
 	confirmedThrough int64
+	// Running totals over the unconfirmed items of toIndex (indexDue is
+	// asked at least twice per stream per round; walking toIndex for it
+	// touched every item's descriptor each time).
+	unconfirmed, unconfirmedSize, unconfirmedInherited int
 	// pendBuf is the array behind the Pending lists of the heads this
 	// machine builds (appendPending): len(pendBuf) is how many of its slots
 	// have ever been written, and every head whose Pending lies in it is
@@ -86,7 +90,7 @@ type commitMachine struct {
 	genWaiters []*appendOp
 
 	fatal error
-	rd    commitReady
+	rd    *commitReady // never nil; takeReady swaps it with spare
 	spare *commitReady
 }
 
@@ -120,6 +124,7 @@ type mutationOp struct {
 
 type indexItem struct {
 	d         descriptor
+	size      int // d.sizeHint(), counted in commitMachine.unconfirmedSize
 	confirmed bool
 	inherited bool // in the head this owner started from: publish at once
 }
@@ -193,10 +198,10 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
 		nextCommit: h.Commits + 1, confirmedThrough: h.IndexedThrough,
-		spare: &commitReady{},
+		rd: &commitReady{}, spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
-		m.toIndex = append(m.toIndex, &indexItem{d: d, inherited: true})
+		m.addToIndex(&indexItem{d: d, inherited: true})
 	}
 	if len(m.toIndex) > 0 {
 		m.rd.kick = true
@@ -211,12 +216,12 @@ func (m *commitMachine) takeReady() *commitReady {
 	if m.rd.empty() {
 		return nil
 	}
-	out := m.spare
-	if out == nil {
-		out = &commitReady{}
+	// Swap pointers, not the (pointer-rich) structs.
+	out, next := m.rd, m.spare
+	if next == nil {
+		next = &commitReady{}
 	}
-	m.spare = nil
-	*out, m.rd = m.rd, *out
+	m.rd, m.spare = next, nil
 	return out
 }
 
@@ -505,6 +510,9 @@ func (m *commitMachine) stepRound(results []metadata.Result, batchErr error, now
 			m.onSettleRead(r, err, nowMs)
 		}
 	}
+	// Reuse the array next round (nothing keeps a roundReq).
+	clear(round)
+	m.round = round[:0]
 }
 
 func (m *commitMachine) wakeAt(ms int64) {
@@ -516,16 +524,34 @@ func (m *commitMachine) wakeAt(ms int64) {
 // indexDue reports how many committed runs await index publication and
 // whether they should be published in this round.
 func (m *commitMachine) indexDue() (n int, due bool) {
-	size, inherited := 0, false
-	for _, it := range m.toIndex {
-		if !it.confirmed {
-			n++
-			size += it.d.sizeHint()
-			inherited = inherited || it.inherited
-		}
-	}
-	due = n > 0 && (m.sync || inherited || n >= indexBatchCommits || size >= indexBatchBytes || len(m.head.Pending) >= m.maxPendingRuns/2)
+	n = m.unconfirmed
+	due = n > 0 && (m.sync || m.unconfirmedInherited > 0 || n >= indexBatchCommits || m.unconfirmedSize >= indexBatchBytes ||
+		len(m.head.Pending) >= m.maxPendingRuns/2)
 	return n, due
+}
+
+// addToIndex queues a committed run for index publication.
+func (m *commitMachine) addToIndex(it *indexItem) {
+	it.size = it.d.sizeHint()
+	m.toIndex = append(m.toIndex, it)
+	m.unconfirmed++
+	m.unconfirmedSize += it.size
+	if it.inherited {
+		m.unconfirmedInherited++
+	}
+}
+
+// confirm marks an item's index entry as stored.
+func (m *commitMachine) confirm(it *indexItem) {
+	if it.confirmed {
+		return
+	}
+	it.confirmed = true
+	m.unconfirmed--
+	m.unconfirmedSize -= it.size
+	if it.inherited {
+		m.unconfirmedInherited--
+	}
 }
 
 func (m *commitMachine) prepareIndex() {
@@ -561,7 +587,7 @@ func (m *commitMachine) onIndexResult(group []*indexItem, err error) {
 		return
 	}
 	for _, it := range group {
-		it.confirmed = true
+		m.confirm(it)
 	}
 	m.advanceIndex()
 }
@@ -715,13 +741,13 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 		}
 		ready++
 	}
-	if ready > 0 && len(m.head.Pending) >= m.maxPendingRuns && m.droppablePending() == 0 {
+	dropped := m.droppablePending()
+	if ready > 0 && len(m.head.Pending) >= m.maxPendingRuns && dropped == 0 {
 		// Index publication lags (a commit adds one descriptor to the head
 		// however many runs it carries): hold appends until it catches up;
 		// its confirmation kicks this stream again.
 		ready = 0
 	}
-	dropped := m.droppablePending()
 	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
 		return
 	}
@@ -843,7 +869,7 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	if n := len(cas.ops); n > 0 {
 		clear(m.queue[:n])
 		m.queue = m.queue[n:]
-		m.toIndex = append(m.toIndex, &indexItem{d: cas.desc})
+		m.addToIndex(&indexItem{d: cas.desc})
 	}
 	for _, op := range cas.ops {
 		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
