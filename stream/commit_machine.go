@@ -135,7 +135,8 @@ type headCAS struct {
 	ops      []*appendOp
 	desc     descriptor // the commit of ops (when there are any)
 	muts     []*mutationOp
-	renew    bool // the CAS carries a lease renewal
+	renew    bool         // the CAS carries a lease renewal
+	one      [1]*appendOp // ops' array when it carries one append (one per commit with many streams)
 }
 
 // roundReq is one metadata operation of the current round and what its
@@ -601,7 +602,11 @@ func mergeable(a, b descriptor) bool {
 func mergeDescriptors(group []*indexItem) descriptor {
 	d := group[0].d
 	d.encV3 = nil // about to change
-	d.Parts = append([]part(nil), d.Parts...)
+	parts := 0
+	for _, it := range group {
+		parts += len(it.d.Parts)
+	}
+	d.Parts = append(make([]part, 0, parts), d.Parts...)
 	for _, it := range group[1:] {
 		n := it.d
 		d.End = n.End
@@ -788,6 +793,9 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	}
 	if ready > 0 {
 		// One descriptor for all of this round's runs of the stream.
+		if ready == 1 {
+			cas.ops = cas.one[:0]
+		}
 		d := descriptor{Start: m.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
 			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider}
 		for _, op := range m.queue[:ready] {
