@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/kafka/kafkatest"
 )
 
@@ -53,8 +54,8 @@ func javaCompactedRead(t *testing.T, topic string, partitions int, isolation str
 	cp := javaClasspath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "java", "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"io.nereus.kafkaeos.CompactedRead", srv.KafkaAddr(), topic, fmt.Sprint(partitions), isolation).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "java", testenv.JavaArgs(t, "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"io.nereus.kafkaeos.CompactedRead", srv.KafkaAddr(), topic, fmt.Sprint(partitions), isolation)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "\nOK\n") {
 		t.Fatalf("java CompactedRead: %v\n%s", err, out)
 	}

@@ -39,8 +39,8 @@ func TestJavaKafkaClients(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, java, "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"io.nereus.koptest.Main", ts.KafkaAddr(), topic, fmt.Sprint(n), group, fmt.Sprint(base))
+	cmd := exec.CommandContext(ctx, java, testenv.JavaArgs(t, "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"io.nereus.koptest.Main", ts.KafkaAddr(), topic, fmt.Sprint(n), group, fmt.Sprint(base))...)
 	cmd.SysProcAttr = testenv.ChildProcAttr()
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "KOP-JAVA-OK") {

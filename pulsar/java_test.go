@@ -52,7 +52,7 @@ func TestJavaClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, java, "-cp", cp, "io.nereus.pulsartest.Main", b.URL, topic, fmt.Sprint(goCount), fmt.Sprint(javaCount))
+	cmd := exec.CommandContext(ctx, java, testenv.JavaArgs(t, "-cp", cp, "io.nereus.pulsartest.Main", b.URL, topic, fmt.Sprint(goCount), fmt.Sprint(javaCount))...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "JAVA-OK") {
 		t.Fatalf("java client: %v\n%s", err, out)

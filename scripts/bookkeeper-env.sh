@@ -103,10 +103,15 @@ classpath() { echo "$ENV_DIR/conf:$LIB/*"; }
 
 # port_free P: nothing accepts on 127.0.0.1:P (a probe; the bind itself is the real test).
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# pick_port chooses below the kernel's ephemeral range when it can: a port in that range can be
+# taken as the local port of an outgoing connection while its bookie is stopped (start-bookie
+# reuses the port), and the restarted bookie then dies on bind.
 pick_port() {
-  local p i
+  local p i lo=20000 span=40000 eph
+  eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true)
+  if [[ "$eph" =~ ^[0-9]+$ ]] && (( eph > lo + 2000 )); then span=$(( eph - lo )); fi
   for i in $(seq 1 200); do
-    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+    p=$(( lo + (RANDOM * 32768 + RANDOM) % span ))
     if port_free "$p"; then echo "$p"; return 0; fi
   done
   die "no free port found"
@@ -355,13 +360,23 @@ need_index() {
 
 cmd_start_bookie() {
   need_env; need_index "${1:-}"
-  local i=$1 rc=0
+  local i=$1 rc=0 attempt
   if [[ -f "$ENV_DIR/bookie-$i.pid" ]] && alive "$(cat "$ENV_DIR/bookie-$i.pid")"; then
     log "bookie $i already running"; echo "127.0.0.1:$(cat "$ENV_DIR/bookie-$i.port")"; return 0
   fi
-  launch_bookie "$i"
-  wait_bookie "$i" || rc=$?
-  [[ $rc == 0 ]] || die "bookie $i failed to restart (rc $rc, see $ENV_DIR/logs/bookie-$i.log)"
+  # A bookie killed without a clean shutdown leaves its registration znode until the ZooKeeper
+  # session expires, and its port may be briefly held: the restart may exit on either. Same
+  # port and dirs (the bookie's identity and cookie), so retry a few times before giving up.
+  for attempt in 1 2 3; do
+    rc=0; launch_bookie "$i"; wait_bookie "$i" || rc=$?
+    [[ $rc == 1 ]] || break
+    log "bookie $i exited during restart (attempt $attempt): $(grep -E 'ERROR|Exception' "$ENV_DIR/logs/bookie-$i.log" | tail -n 2 | tr '\n' ' ' | cut -c1-400)"
+    sleep 3
+  done
+  if [[ $rc != 0 ]]; then
+    tail -n 20 "$ENV_DIR/logs/bookie-$i.log" >&2 || true
+    die "bookie $i failed to restart (rc $rc, see $ENV_DIR/logs/bookie-$i.log)"
+  fi
   log "bookie $i up on 127.0.0.1:$(cat "$ENV_DIR/bookie-$i.port") (pid $(cat "$ENV_DIR/bookie-$i.pid"))"
   echo "127.0.0.1:$(cat "$ENV_DIR/bookie-$i.port")"
 }

@@ -209,11 +209,32 @@ check_govulncheck() {
 	(cd "$ROOT/tools" && go run ./vulngate -exempt ./vulngate/exempt.txt "${strict[@]}") <"$json"
 }
 
+# tmp_snapshot lists the entries of the temp dir that tests are known to
+# leave behind when a cleanup is skipped: Go test temp dirs (Test<Name><N>,
+# e.g. of a helper process that was SIGKILLed), the testserver's, bktest's
+# and s3test's dirs (nereus-*), JNI libraries extracted by a JVM
+# (native<N>/, lib*.so) and Chromium's singleton dirs.
+tmp_snapshot() {
+	ls -1 "${TMPDIR:-/tmp}" 2>/dev/null |
+		grep -E '^(Test[A-Za-z0-9_]+[0-9]+|nereus-.*|native[0-9]+|lib.*\.so|org\.chromium\.Chromium\..*)$' | sort
+}
+
 run_tests() {
+	local before rc left
+	before=$(tmp_snapshot)
 	# gotestsum prints go test's usual per-package lines plus a closing
 	# "DONE N tests" line, and keeps the JSON event stream for the summary.
 	"${TOOLS[@]}" gotestsum --format pkgname-and-test-fails --jsonfile "$CACHE/test-events.json" -- \
 		-race -count=1 -timeout "$TEST_TIMEOUT" $TEST_PKGS
+	rc=$?
+	# A warning, not a failure: on a shared machine another process may
+	# have made them. In CI nothing else runs, so any line is a test's.
+	left=$(comm -13 <(echo "$before") <(tmp_snapshot))
+	if [ -n "$left" ]; then
+		echo "warning: the test run left these in ${TMPDIR:-/tmp} (a test's cleanup did not run or does not cover them):"
+		echo "$left" | sed 's/^/  /'
+	fi
+	return $rc
 }
 
 # run_simulation runs the stream core's deterministic simulation without

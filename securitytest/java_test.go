@@ -75,7 +75,7 @@ func runJava(t *testing.T, class string, args ...string) string {
 	cp := javaClasspath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", cp, "io.nereus.securitytest." + class}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", testenv.JavaArgs(t, append([]string{"-cp", cp, "io.nereus.securitytest." + class}, args...)...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "\nOK") && !strings.HasPrefix(out.String(), "OK") {
@@ -101,7 +101,7 @@ func kafkaTool(t *testing.T, class string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", javaClasspath(t), class}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", testenv.JavaArgs(t, append([]string{"-cp", javaClasspath(t), class}, args...)...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
@@ -120,40 +121,58 @@ func (r simWALRuntime) Block(ready func() bool) { r.p.w.blockCoro(ready) }
 
 func (r simWALRuntime) Uint64() uint64 { return r.p.w.rng.Uint64() }
 
-// openRealWAL opens broker p's Object WAL and its Core, as a simulated
-// goroutine of p. A failure (the store kept failing the claim or the
-// recovery) is a crash: the broker restarts later — except in the quiet
-// phase, where nothing fails and a broker that cannot start is a bug.
-func (h *simHarness) openRealWAL(p *simProc, bk *simWAL) {
-	rng := h.w.rng
-	cfg := objectwal.Config{Store: h.objs, Prefix: "wal/" + p.name, Runtime: simWALRuntime{p}, Logger: h.logger(p),
-		FlushInterval:     time.Duration(1+rng.Intn(5)) * time.Millisecond,
-		FlushBytes:        64 + rng.Intn(2048),
-		UploadConcurrency: 1 + rng.Intn(3),
-		TruncateInterval:  time.Duration(2+rng.Intn(20)) * time.Millisecond,
-		// A seed has a few dozen writes in flight per broker at most; a
-		// full queue would block Write on the event loop.
-		WriteQueue: 1024,
-		// Short retry budgets, so an outage (planOutage) halts the
-		// producer within a seed and the provider must re-claim the log.
-		RetryBackoff: time.Duration(1+rng.Intn(8)) * time.Millisecond,
+// openRealWAL opens broker p's real WAL providers — the Object WAL unless
+// owm (its model) is given, the BookKeeper WAL (sim_bookkeeper_test.go)
+// unless bkm is — and its Core, as a simulated goroutine of p. A failure
+// (the store kept failing the claim or the recovery) is a crash: the
+// broker restarts later — except in the quiet phase, where nothing fails
+// and a broker that cannot start is a bug.
+func (h *simHarness) openRealWAL(p *simProc, owm, bkm *simWAL) {
+	var owp, bkp provider.Provider
+	if owm != nil {
+		owp = owm
+	} else {
+		rng := h.w.rng
+		cfg := objectwal.Config{Store: h.objs, Prefix: "wal/" + p.name, Runtime: simWALRuntime{p}, Logger: h.logger(p),
+			FlushInterval:     time.Duration(1+rng.Intn(5)) * time.Millisecond,
+			FlushBytes:        64 + rng.Intn(2048),
+			UploadConcurrency: 1 + rng.Intn(3),
+			TruncateInterval:  time.Duration(2+rng.Intn(20)) * time.Millisecond,
+			// A seed has a few dozen writes in flight per broker at most; a
+			// full queue would block Write on the event loop.
+			WriteQueue: 1024,
+			// Short retry budgets, so an outage (planOutage) halts the
+			// producer within a seed and the provider must re-claim the log.
+			RetryBackoff: time.Duration(1+rng.Intn(8)) * time.Millisecond,
+		}
+		if rng.Intn(3) == 0 {
+			cfg.FlushMode = objectwal.FlushOnInterval
+		}
+		ow, err := objectwal.Open(simCtx, cfg)
+		if err != nil {
+			h.failStart(p, "object WAL", err)
+			return
+		}
+		p.ow = ow
+		owp = ow
 	}
-	if rng.Intn(3) == 0 {
-		cfg.FlushMode = objectwal.FlushOnInterval
+	if bkm != nil {
+		bkp = bkm
+	} else {
+		bw, err := h.openBKWAL(p)
+		if err != nil {
+			h.failStart(p, "bookkeeper WAL", err)
+			return
+		}
+		bkp = bw
 	}
-	ow, err := objectwal.Open(simCtx, cfg)
-	if err != nil {
-		h.failStart(p, "object WAL", err)
-		return
-	}
-	c, err := Open(simCtx, h.coreConfig(p, ow, bk))
+	c, err := Open(simCtx, h.coreConfig(p, owp, bkp))
 	if err != nil {
 		h.failStart(p, "core", err)
 		return
 	}
 	p.core = c
-	p.ow = ow
-	h.w.tracef("broker %s incarnation %d started (real Object WAL)", p.name, p.inc)
+	h.w.tracef("broker %s incarnation %d started (real Object WAL %v, real BookKeeper WAL %v)", p.name, p.inc, owm == nil, bkm == nil)
 }
 
 // planOutage: on a third of the real-WAL seeds the object store stops
@@ -228,6 +247,9 @@ func (p *simProc) up() bool { return p.alive && p.core != nil }
 
 // rawRun is the oracle's view of a committed run's bytes, deleted or not.
 func (h *simHarness) rawRun(prov string, target []byte, start int64) (provider.Run, bool) {
+	if prov == bkwal.Name && h.realBK {
+		return h.bk.rawRun(target, start)
+	}
 	if prov == objectwal.Name && h.realWAL {
 		ents, err := objectwal.ReadRun(simCtx, simGrave{h.objs}, target, start)
 		if err != nil {
@@ -280,17 +302,19 @@ func TestSimulationReplaysExactly(t *testing.T) {
 		// skip-ok: replaying one seed is a debugging mode, not an environment gap
 		t.Skip("replaying one seed")
 	}
-	defer func() { simObjectWALMode, simLifeMode = "", "" }()
-	for _, life := range []string{"off", "on"} {
-		simObjectWALMode, simLifeMode = "on", life
+	defer func() { simObjectWALMode, simLifeMode, simBKWALMode = "", "", "" }()
+	// The real Object WAL with and without the lifecycle, then the real
+	// BookKeeper WAL (sim_bookkeeper_test.go) on the simulated bookies.
+	for _, mode := range []struct{ ow, bk, life string }{{"on", "off", "off"}, {"on", "off", "on"}, {"off", "on", "off"}} {
+		simObjectWALMode, simBKWALMode, simLifeMode = mode.ow, mode.bk, mode.life
 		for seed := int64(1); seed <= 4; seed++ {
 			a, b := runSimSeed(seed, true), runSimSeed(seed, true)
 			if a.trace != b.trace || a.steps != b.steps {
-				t.Errorf("seed %d (lifecycle %s) ran differently twice: %d and %d events; first difference:\n%s",
-					seed, life, a.steps, b.steps, firstDifference(a.trace, b.trace))
+				t.Errorf("seed %d (%+v) ran differently twice: %d and %d events; first difference:\n%s",
+					seed, mode, a.steps, b.steps, firstDifference(a.trace, b.trace))
 			}
 			if len(a.violations) > 0 {
-				t.Errorf("seed %d (lifecycle %s): %s", seed, life, a.violations[0])
+				t.Errorf("seed %d (%+v): %s", seed, mode, a.violations[0])
 			}
 		}
 	}

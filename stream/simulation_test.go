@@ -21,6 +21,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/stream/bkwal"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -73,6 +74,10 @@ type simHarness struct {
 	// realWAL: the brokers' Object WAL is the real stream/objectwal on the
 	// simulated object store (sim_objectwal_test.go), not simWAL.
 	realWAL bool
+	// realBK: the brokers' BookKeeper WAL is the real stream/bkwal on the
+	// simulated BookKeeper cluster bk (sim_bookkeeper_test.go), not simWAL.
+	realBK  bool
+	bk      *simBK
 	retain  time.Duration // this seed's retention pass interval
 	brokers []*simProc    // current incarnation per broker
 	streams []*simStream
@@ -101,6 +106,10 @@ type simStats struct {
 	realWALSeeds, walSegments, walSegmentsDeleted, walManifestWrites int
 	// object-store outages, and re-claims after a halt they caused
 	walOutages, walRecoveries int
+	// the real BookKeeper WAL (seeds with realBK): seeds, ledgers created
+	// and deleted, recoveries that closed a ledger, fences, adds, writers
+	// broken by an add timeout, bookie outages
+	realBKSeeds, bkLedgers, bkDeleted, bkRecoveries, bkFenced, bkAdds, bkBroken, bookieOutages int
 }
 
 type simStream struct {
@@ -165,9 +174,19 @@ var simCtx = context.Background()
 func (h *simHarness) startBroker(b int, inc int) *simProc {
 	p := &simProc{w: h.w, name: fmt.Sprintf("b%d", b), inc: inc, alive: true, meta: h.meta, broker: b, quietStart: h.quiet}
 	bk := &simWAL{p: p, disk: h.disks["bookkeeper"], lane: map[uint64]int64{}}
-	if h.realWAL {
-		p.wals = []*simWAL{bk}
-		h.w.spawn(0, p, func() { h.openRealWAL(p, bk) })
+	if h.realWAL || h.realBK {
+		// A real provider opens as a simulated goroutine (its Recover
+		// does round trips); the other one stays the model.
+		var owm, bkm *simWAL
+		if !h.realWAL {
+			owm = &simWAL{p: p, disk: h.disks["objectwal"], lane: map[uint64]int64{}}
+			p.wals = append(p.wals, owm)
+		}
+		if !h.realBK {
+			bkm = bk
+			p.wals = append(p.wals, bk)
+		}
+		h.w.spawn(0, p, func() { h.openRealWAL(p, owm, bkm) })
 		return p
 	}
 	ow := &simWAL{p: p, disk: h.disks["objectwal"], lane: map[uint64]int64{}}
@@ -631,6 +650,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	h.commitShards = 1 + int(uint64(seed)%3)
 	h.setupLifecycle()
 	h.chooseRealWAL()
+	h.chooseRealBK()
 	defer func() {
 		if r := recover(); r != nil {
 			h.violate("panic: %v\n%s", r, debug.Stack())
@@ -645,6 +665,9 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 			}
 			h.stats.realWALSeeds++
 			h.stats.walSegments, h.stats.walSegmentsDeleted, h.stats.walManifestWrites = h.objs.segPuts, h.objs.segDeletes, h.objs.manifestPuts
+		}
+		if h.realBK {
+			h.bk.addStats(&h.stats)
 		}
 		res = simResult{seed: seed, violations: h.violations, stats: h.stats, steps: w.steps}
 		if w.trace != nil {
@@ -672,6 +695,15 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 			profiles = simProfiles[:len(simProfiles)-1] // SYNC_OBJECT BookKeeper appends wait for materialization
 		}
 		st := &simStream{idx: i, profile: profiles[rng.Intn(len(profiles))], sequenced: rng.Intn(2) == 0}
+		if h.realBK && !h.realWAL {
+			// Every stream on the real BookKeeper WAL (no extra draw).
+			switch st.profile {
+			case ObjectWALAsyncObject:
+				st.profile = BookKeeperWALOnly
+			case ObjectWALSyncObject:
+				st.profile = BookKeeperWALAsyncObject
+			}
+		}
 		var ret Retention
 		switch x := rng.Intn(10); {
 		case !h.lifecycle:
@@ -700,6 +732,9 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	}
 	h.activeEnd = w.now + int64(time.Duration(100+rng.Intn(400))*time.Millisecond)
 	h.planOutage()
+	if h.realBK {
+		h.planBookieOutages()
+	}
 	for _, st := range h.streams {
 		wr := st.writer
 		w.after(w.jitter(time.Millisecond), nil, func() { h.writerTick(wr) })
@@ -738,6 +773,9 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 		h.read(audit, st, true)
 	}
 	h.checkFinal(audit)
+	if h.realBK {
+		h.checkBKDurable()
+	}
 	if len(h.violations) > 0 {
 		return
 	}
@@ -974,6 +1012,14 @@ func (s *simStats) add(o simStats) {
 	s.walManifestWrites += o.walManifestWrites
 	s.walOutages += o.walOutages
 	s.walRecoveries += o.walRecoveries
+	s.realBKSeeds += o.realBKSeeds
+	s.bkLedgers += o.bkLedgers
+	s.bkDeleted += o.bkDeleted
+	s.bkRecoveries += o.bkRecoveries
+	s.bkFenced += o.bkFenced
+	s.bkAdds += o.bkAdds
+	s.bkBroken += o.bkBroken
+	s.bookieOutages += o.bookieOutages
 }
 
 func replayCommand(seed int64) string {
@@ -1074,6 +1120,37 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
 			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
 	}
+	// The real BookKeeper WAL's planted bugs (stream/bkwal/mutants.go), on
+	// seeds that run it on the simulated BookKeeper (sim_bookkeeper_test.go)
+	// without the lifecycle.
+	defer func() { bkwal.PlantedBug, simBKWALMode = bkwal.BugNone, "" }()
+	for _, b := range []bkwal.Bug{bkwal.BugAckBeforeQuorum, bkwal.BugRecoverWithoutFence, bkwal.BugFinalizeBeforeRelease} {
+		name := bkwalBugName(b)
+		if *simMutant != "" && name != *simMutant {
+			continue
+		}
+		bkwal.PlantedBug, simBKWALMode, simObjectWALMode, simLifeMode = b, "on", "off", "off"
+		start := time.Now()
+		run := runSeeds(1, 0, per)
+		if run.failed == nil {
+			t.Errorf("planted bug %s survived %d seeds (%v)", name, run.seeds, per)
+			continue
+		}
+		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
+			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
+	}
+}
+
+func bkwalBugName(b bkwal.Bug) string {
+	switch b {
+	case bkwal.BugAckBeforeQuorum:
+		return "bkwal-ack-before-quorum"
+	case bkwal.BugRecoverWithoutFence:
+		return "bkwal-recover-without-fence"
+	case bkwal.BugFinalizeBeforeRelease:
+		return "bkwal-finalize-before-release"
+	}
+	return "none"
 }
 
 func objectwalBugName(b objectwal.Bug) string {

@@ -1159,6 +1159,13 @@ func (p *Producer) commitAttempts(batch []*pipeSegment) (seqs []uint64, after er
 			return nil, nil, unknown, err
 		}
 		truncFirst = work.firstLive()
+		if len(batch) == 0 && truncFirst == p.m.firstLive() {
+			// A truncation-only commit whose plans drop nothing would
+			// rewrite the manifest unchanged: an idle producer writes
+			// nothing. (After an unknown attempt p.m is the re-read
+			// manifest, so this also ends that attempt's verification.)
+			return nil, nil, unknown, nil
+		}
 		seqs = make([]uint64, len(batch))
 		for i, s := range batch {
 			seq, aerr := work.Append(s.location, s.metas, s.records)

@@ -148,3 +148,43 @@ func TestTruncationLostResponseNotApplied(t *testing.T) {
 		t.Fatalf("manifest starts at %d, want 2", first)
 	}
 }
+
+// TestTruncationDroppingNothingWritesNothing: a truncation-only commit
+// whose plan drops no entry does not rewrite the manifest. An idle Object
+// WAL's truncator may be woken by a release that changes nothing; before,
+// each such pass put an unchanged manifest (found by the Object WAL's
+// TestIdleProviderDoesNoIO under load).
+func TestTruncationDroppingNothingWritesNothing(t *testing.T) {
+	fs := newFaultStore(memstore.New())
+	p := newTestProducer(t, fs, testConfig())
+	threeEntries(t, p)
+	puts := 0
+	fs.setRule(func(op, key string) fault {
+		if op == "put" && key == testManifest {
+			puts++
+		}
+		return pass
+	})
+	dropped, err := p.Truncate(testCtx(t), throughPlan(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDropped(t, dropped, 0)
+	if puts != 1 {
+		t.Fatalf("a dropping truncation wrote the manifest %d times, want 1", puts)
+	}
+	declines := func(entries []Entry) (uint64, bool) { return 0, false }
+	for _, plan := range []TruncatePlan{declines, throughPlan(0)} { // the second is already applied
+		dropped, err := p.Truncate(testCtx(t), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDropped(t, dropped)
+	}
+	if puts != 1 {
+		t.Fatalf("truncations that drop nothing wrote the manifest %d more times", puts-1)
+	}
+	if first, n := manifestFirst(t, fs); first != 1 || n != 2 {
+		t.Fatalf("manifest starts at %d with %d entries, want 1 and 2", first, n)
+	}
+}

@@ -61,6 +61,9 @@ type Env struct {
 
 	unavailable string
 	owned       bool
+	// jvmTmp is the java.io.tmpdir of every JVM an owned cluster runs
+	// (see jvmEnv), removed after the cluster stops.
+	jvmTmp string
 }
 
 // Main starts the cluster (unless external or unavailable), runs the
@@ -101,6 +104,12 @@ func (e *Env) setup() {
 		return
 	}
 	e.Dir = dir
+	// Not inside dir: the script's start deletes and recreates it.
+	if e.jvmTmp, err = os.MkdirTemp("", "nereus-bkjvm-"); err != nil {
+		e.unavailable = err.Error()
+		_ = os.RemoveAll(dir)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	out, err := e.script(ctx, "start")
@@ -146,6 +155,9 @@ func (e *Env) stopQuietly() {
 		fmt.Fprintf(os.Stderr, "bktest: stop failed: %v\n%s", err, out)
 	}
 	_ = os.RemoveAll(e.Dir)
+	if e.jvmTmp != "" {
+		_ = os.RemoveAll(e.jvmTmp)
+	}
 }
 
 // Require skips (or, with NEREUS_REQUIRE_EXTERNAL=1, fails) the test when
@@ -169,8 +181,15 @@ func (e *Env) RequireControl(t testing.TB) {
 }
 
 func (e *Env) script(ctx context.Context, args ...string) ([]byte, error) {
+	return e.scriptEnv(ctx, nil, args...)
+}
+
+func (e *Env) scriptEnv(ctx context.Context, env []string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.RepoRoot, "scripts", "bookkeeper-env.sh"), args...)
-	cmd.Env = append(os.Environ(), "BK_ENV_DIR="+e.Dir)
+	cmd.Env = append(append(os.Environ(), "BK_ENV_DIR="+e.Dir), env...)
+	if e.jvmTmp != "" {
+		cmd.Env = append(cmd.Env, jvmEnv(e.jvmTmp))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -180,13 +199,27 @@ func (e *Env) script(ctx context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// jvmEnv is the environment variable that gives every JVM the script
+// starts (it execs the java launcher, which reads JDK_JAVA_OPTIONS) the
+// java.io.tmpdir dir. BookKeeper's bookies, shell and client extract their
+// JNI libraries (native-io, circe-checksum) into <java.io.tmpdir>/native<N>/
+// and leave them there (seen after every bookie start and restart): in
+// /tmp that is a leak per JVM.
+func jvmEnv(dir string) string { return "JDK_JAVA_OPTIONS=-Djava.io.tmpdir=" + dir }
+
 // Run runs the env script with args (e.g. "kill-bookie", "1") and returns
-// its stdout, failing the test on error.
+// its stdout, failing the test on error. On a cluster this package did not
+// start, the Java programs it runs ("java", "shell") get a java.io.tmpdir
+// of t's (see jvmEnv).
 func (e *Env) Run(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := e.script(ctx, args...)
+	var env []string
+	if e.jvmTmp == "" && len(args) > 0 && (args[0] == "java" || args[0] == "shell") {
+		env = []string{jvmEnv(t.TempDir())}
+	}
+	out, err := e.scriptEnv(ctx, env, args...)
 	if err != nil {
 		t.Fatalf("bookkeeper-env.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -47,8 +47,8 @@ func javaFlow(t *testing.T, ctx context.Context, bootstrap, topic, group string)
 		t.Fatalf("maven build: %v\n%s", err, out)
 	}
 	cp := filepath.Join(dir, "target", "classes") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
-	cmd := exec.CommandContext(ctx, "java", "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"io.nereus.kafkatest.ClusterFlow", bootstrap, topic, group)
+	cmd := exec.CommandContext(ctx, "java", testenv.JavaArgs(t, "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"io.nereus.kafkatest.ClusterFlow", bootstrap, topic, group)...)
 	cmd.SysProcAttr = testenv.ChildProcAttr()
 	return cmd
 }

@@ -100,7 +100,9 @@ func TestServerDiesWithTheTestBinary(t *testing.T) {
 	}
 	Binary(t) // build outside the helper's time budget
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTheTestBinary$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "NEREUS_TESTSERVER_ORPHAN_HELPER=1")
+	// The helper dies by SIGKILL, so its own t.TempDir cleanup never
+	// runs: its temp dirs (the server's data and log) go under ours.
+	cmd.Env = append(os.Environ(), "NEREUS_TESTSERVER_ORPHAN_HELPER=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

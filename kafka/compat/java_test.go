@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nereusstream/nereus-go/internal/testenv"
 )
 
 // TestJavaClients builds kafka/javatest (Java kafka-clients 4.x from Maven
@@ -37,8 +39,8 @@ func TestJavaClients(t *testing.T) {
 	cp := filepath.Join(dir, "target", "classes") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
 	rctx, rcancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer rcancel()
-	run := exec.CommandContext(rctx, "java", "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"io.nereus.kafkatest.Smoke", broker.Addr, uniqueTopic("java"), uniqueTopic("java-group"))
+	run := exec.CommandContext(rctx, "java", testenv.JavaArgs(t, "-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"io.nereus.kafkatest.Smoke", broker.Addr, uniqueTopic("java"), uniqueTopic("java-group"))...)
 	var out bytes.Buffer
 	run.Stdout, run.Stderr = &out, &out
 	if err := run.Run(); err != nil {

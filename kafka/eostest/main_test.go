@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/internal/testserver"
 	"github.com/nereusstream/nereus-go/kafka/kafkatest"
 )
@@ -88,9 +89,9 @@ func javaRun(t *testing.T, timeout time.Duration, onLine func(string), class str
 	cp := classpath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", cp,
+	cmd := exec.CommandContext(ctx, "java", testenv.JavaArgs(t, append([]string{"-cp", cp,
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.showDateTime=true",
-		"io.nereus.kafkaeos." + class}, args...)...)
+		"io.nereus.kafkaeos." + class}, args...)...)...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

@@ -82,6 +82,10 @@ func TestConsolePages(t *testing.T) {
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Chromium puts its process-singleton socket in $TMPDIR
+		// (org.chromium.Chromium.XXXXXX) and removes it only on a clean
+		// shutdown, which a test's kill of the browser is not.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()

@@ -2,7 +2,6 @@ package bkwal
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -49,11 +49,19 @@ var (
 
 // Config configures the provider. Zero values mean the documented defaults.
 type Config struct {
-	// Client is the BookKeeper client. Required.
+	// Client is the BookKeeper client. Required unless Ledgers is set.
 	Client *bookkeeper.Client
 	// Namespace allocates ledger IDs and guards creates and deletes.
-	// Required (Open it with namespace.Open after a namespace.Reserve).
+	// Required unless Ledgers is set (Open it with namespace.Open after a
+	// namespace.Reserve).
 	Namespace *namespace.Namespace
+	// Ledgers, when set, replaces Client and Namespace (seam.go): a
+	// simulated BookKeeper for the deterministic simulator. Default: the
+	// two above.
+	Ledgers Ledgers
+	// Runtime is the clock, timers, goroutines and randomness (seam.go);
+	// nil = the real ones. A simulator supplies its own.
+	Runtime Runtime
 	// Meta holds the ledger registry and stream pointers. Required; the
 	// core's metadata store.
 	Meta metadata.Store
@@ -94,13 +102,16 @@ type Config struct {
 	// (metrics.go); default the global OpenTelemetry meter, a no-op unless
 	// the process installed a provider.
 	Meter metric.Meter
-	// Now is the clock (default time.Now).
+	// Now is the clock (default time.Now, or Runtime.Now).
 	Now func() time.Time
 }
 
 func (c *Config) withDefaults() error {
-	if c.Client == nil || c.Namespace == nil || c.Meta == nil || c.WriterID == "" {
-		return errors.New("nereus/bkwal: Config.Client, Namespace, Meta and WriterID are required")
+	if c.Ledgers == nil && (c.Client == nil || c.Namespace == nil) || c.Meta == nil || c.WriterID == "" {
+		return errors.New("nereus/bkwal: Config.Client, Namespace (or Ledgers), Meta and WriterID are required")
+	}
+	if c.Ledgers == nil {
+		c.Ledgers = realLedgers{c: c.Client, ns: c.Namespace}
 	}
 	if c.Alias == "" {
 		c.Alias = "default"
@@ -134,6 +145,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+		if c.Runtime != nil {
+			c.Now = c.Runtime.Now
+		}
 	}
 	return nil
 }
@@ -149,9 +163,11 @@ type Provider struct {
 	cfg         Config
 	log         *slog.Logger
 	incarnation string
+	rt          rt
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
+	running     atomic.Int64 // mirrors wg, for a cooperative runtime's Close
 
 	mu      sync.Mutex
 	closed  bool
@@ -190,7 +206,7 @@ func (p *Provider) runOutcome(err error) {
 	switch {
 	case err != nil:
 		if p.degradedSince.IsZero() {
-			p.degradedSince = time.Now()
+			p.degradedSince = p.cfg.Now()
 		}
 		p.degradedWhy = "BookKeeper writes failing: " + err.Error()
 	case !p.degradedSince.IsZero():
@@ -205,12 +221,12 @@ func Open(cfg Config) (*Provider, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	if a := cfg.Namespace.Reservation().Alias; a != cfg.Alias {
+	if a := cfg.Ledgers.Reservation().Alias; a != cfg.Alias {
 		return nil, fmt.Errorf("nereus/bkwal: namespace is for cluster alias %q, provider for %q", a, cfg.Alias)
 	}
-	var inc [8]byte
-	_, _ = rand.Read(inc[:])
-	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]),
+	r := newRT(cfg.Runtime)
+	inc := r.incarnationID()
+	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]), rt: r,
 		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.readers = newReaderCache(cfg.ReaderCache)
@@ -245,9 +261,8 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	if l == nil {
 		l = newLane(p, run.Stream)
 		p.lanes[run.Stream] = l
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); l.submitLoop() }()
-		go func() { defer p.wg.Done(); l.completeLoop() }()
+		p.spawn(l.submitLoop)
+		p.spawn(l.completeLoop)
 	}
 	p.mu.Unlock()
 	l.enqueue(&pendingRun{run: run, done: done})
@@ -258,7 +273,7 @@ type pendingRun struct {
 	run  provider.Run
 	done func(provider.Target, error)
 	led  *ledger
-	futs []*bookkeeper.AddFuture
+	futs []AddFuture
 	crc  uint32
 	err  error
 	// bytes and sent (when the first entry went out) feed the metrics.
@@ -337,11 +352,25 @@ func (l *lane) submitLoop() {
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.stopped && l.roll == nil {
 			l.mu.Unlock()
-			select {
-			case <-l.wakeSub:
-			case <-l.p.ctx.Done():
-				l.stop()
-				return
+			if l.p.rt.coop {
+				// A fixed choice of the select below: the provider's
+				// end first, then the lane's wake-up.
+				l.p.rt.Block(func() bool { return l.p.ctx.Err() != nil || l.hasWork() })
+				if l.p.ctx.Err() != nil {
+					l.stop()
+					return
+				}
+				select {
+				case <-l.wakeSub:
+				default:
+				}
+			} else {
+				select {
+				case <-l.wakeSub:
+				case <-l.p.ctx.Done():
+					l.stop()
+					return
+				}
 			}
 			l.mu.Lock()
 		}
@@ -403,7 +432,7 @@ func (l *lane) submit(pr *pendingRun) {
 			p.seal(l.cur)
 			l.cur = nil
 		}
-		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.OpTimeout)
+		ctx, cancel := p.rt.withTimeout(p.ctx, p.cfg.OpTimeout)
 		led, err := p.openLedger(ctx, run.Stream, run.Epoch, run.Token)
 		cancel()
 		if err != nil {
@@ -419,7 +448,7 @@ func (l *lane) submit(pr *pendingRun) {
 	led := l.cur
 	pr.led = led
 	led.runStarted(int64(len(frames)), bytes, p.cfg.Now())
-	pr.bytes, pr.sent = bytes, time.Now()
+	pr.bytes, pr.sent = bytes, p.cfg.Now()
 	crc := uint32(0)
 	for _, f := range frames {
 		fut, err := led.w.AppendAsync(p.ctx, f)
@@ -480,9 +509,12 @@ func (l *lane) completeLoop() {
 		l.mu.Lock()
 		for len(l.completes) == 0 {
 			l.mu.Unlock()
+			p.rt.block(func() bool { return l.hasCompletes() || isClosed(l.subDone) })
+			// A fixed choice under a cooperative runtime: the wake-up
+			// first (a completion queued), else the lane's end.
 			select {
-			case <-l.wakeComp:
-			case <-l.subDone:
+			case <-only(p.rt, l.wakeComp, l.hasCompletes()):
+			case <-only(p.rt, l.subDone, !l.hasCompletes()):
 				l.mu.Lock()
 				if len(l.completes) == 0 {
 					l.mu.Unlock()
@@ -497,8 +529,11 @@ func (l *lane) completeLoop() {
 		l.completes = l.completes[1:]
 		l.mu.Unlock()
 
-		if pr.err == nil {
+		// (Planted bug BugAckBeforeQuorum: the run is reported durable once
+		// every entry was sent, without waiting for the ack quorum.)
+		if pr.err == nil && PlantedBug != BugAckBeforeQuorum {
 			for _, f := range pr.futs {
+				p.rt.block(func() bool { return isClosed(f.Done()) })
 				if err := f.Err(); err != nil {
 					if pr.led.taint("add failed: " + err.Error()) {
 						p.met.tainted("add_failed")
@@ -640,9 +675,10 @@ func (p *Provider) Close(ctx context.Context) error {
 		l.stop()
 	}
 	for _, l := range lanes {
+		p.rt.block(func() bool { return isClosed(l.subDone) || ctx.Err() != nil })
 		select {
-		case <-l.subDone:
-		case <-ctx.Done():
+		case <-only(p.rt, l.subDone, isClosed(l.subDone)):
+		case <-only(p.rt, ctx.Done(), !isClosed(l.subDone)):
 		}
 	}
 	p.mu.Lock()
@@ -654,13 +690,22 @@ func (p *Provider) Close(ctx context.Context) error {
 	for _, led := range leds {
 		p.seal(led)
 	}
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("nereus/bkwal: close: %w", ctx.Err())
+	if p.rt.coop {
+		// The wait group, mirrored by a counter a cooperative runtime
+		// can poll (a goroutine waiting on wg would be outside it).
+		p.rt.Block(func() bool { return p.running.Load() == 0 || ctx.Err() != nil })
+		if p.running.Load() != 0 {
+			err = fmt.Errorf("nereus/bkwal: close: %w", ctx.Err())
+		}
+	} else {
+		done := make(chan struct{})
+		go func() { p.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("nereus/bkwal: close: %w", ctx.Err())
+		}
 	}
 	p.cancel()
 	p.readers.close()
@@ -676,4 +721,37 @@ func ledgerTags(stream, epoch, token uint64) map[string][]byte {
 }
 
 // Reservation returns the namespace reservation the provider allocates from.
-func (p *Provider) Reservation() namespace.Reservation { return p.cfg.Namespace.Reservation() }
+func (p *Provider) Reservation() namespace.Reservation { return p.cfg.Ledgers.Reservation() }
+
+// spawn runs f as one of the provider's goroutines (through the runtime).
+func (p *Provider) spawn(f func()) {
+	p.wg.Add(1)
+	p.running.Add(1)
+	p.rt.Go(func() {
+		defer p.running.Add(-1)
+		defer p.wg.Done()
+		f()
+	})
+}
+
+func (l *lane) hasWork() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue) > 0 || l.stopped || l.roll != nil
+}
+
+func (l *lane) hasCompletes() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.completes) > 0
+}
+
+// only returns ch, or nil under a cooperative runtime when ch is not the
+// case it chose (a nil channel's case never fires): a select with a fixed
+// choice, which is one the real select could make.
+func only[T any](r rt, ch <-chan T, chosen bool) <-chan T {
+	if r.coop && !chosen {
+		return nil
+	}
+	return ch
+}

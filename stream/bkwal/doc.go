@@ -76,4 +76,13 @@
 //
 // The metadata store must be the core's (the proof, the ledger registry and
 // the stream pointers live next to the heads), and WriterID the core's.
+//
+// # Seams
+//
+// Everything the provider needs of BookKeeper goes through Ledgers (the
+// client and the namespace by default), and every goroutine, timer, sleep,
+// clock read and random draw through Runtime (the real ones by default;
+// seam.go). The stream package's deterministic simulator supplies both —
+// a simulated bookie cluster and simulated goroutines — and runs the real
+// provider against bookie outages, fencing and crashes from a seed.
 package bkwal

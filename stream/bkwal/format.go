@@ -246,3 +246,24 @@ func decodeStreamPointer(b []byte) (streamPointer, error) {
 }
 
 func crc32Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
+// TargetLedger names where a target's run lies: its ledger and entry range
+// (for tools and the simulator's oracle; nothing in the provider uses it).
+func TargetLedger(tgt provider.Target) (ledger, first, count int64, err error) {
+	t, err := decodeTarget(tgt)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return t.ledger, t.first, t.count, nil
+}
+
+// ParseEntry decodes one BookKeeper entry the provider wrote (its frame)
+// into the protocol entry it carries (for tools and the simulator's
+// oracle, which read ledgers without a provider).
+func ParseEntry(b []byte) (provider.ReadEntry, error) {
+	h, payload, err := parseEntryFrame(b)
+	if err != nil {
+		return provider.ReadEntry{}, err
+	}
+	return provider.ReadEntry{Offset: h.offset, RecordCount: h.recordCount, Timestamp: h.timestamp, Payload: payload}, nil
+}

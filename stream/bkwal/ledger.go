@@ -19,7 +19,7 @@ import (
 type ledger struct {
 	id                   int64
 	stream, epoch, token uint64
-	w                    *bookkeeper.Writer
+	w                    LedgerWriter
 	created              time.Time
 	createdMs            int64
 
@@ -123,7 +123,7 @@ func (p *Provider) putSettled(ctx context.Context, key string, value []byte, exp
 			if ctx.Err() != nil {
 				return 0, fmt.Errorf("%s: %w", key, err)
 			}
-			time.Sleep(20 * time.Millisecond) // the store did not answer; retry with the context's deadline
+			_ = p.rt.sleep(ctx, 20*time.Millisecond) // the store did not answer; retry with the context's deadline
 		default:
 			return 0, err
 		}
@@ -159,7 +159,7 @@ func (p *Provider) openLedger(ctx context.Context, stream, epoch, token uint64) 
 }
 
 func (p *Provider) createLedger(ctx context.Context, stream, epoch, token uint64) (*ledger, error) {
-	id, err := p.cfg.Namespace.Allocate(ctx)
+	id, err := p.cfg.Ledgers.Allocate(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("nereus/bkwal: allocating a ledger ID: %w", err)
 	}
@@ -171,7 +171,7 @@ func (p *Provider) createLedger(ctx context.Context, stream, epoch, token uint64
 	if err != nil {
 		return nil, fmt.Errorf("nereus/bkwal: recording ledger %d: %w", id, err)
 	}
-	w, err := p.cfg.Namespace.CreateLedger(ctx, bookkeeper.CreateOptions{
+	w, err := p.cfg.Ledgers.CreateLedger(ctx, bookkeeper.CreateOptions{
 		LedgerID: id, EnsembleSize: p.cfg.EnsembleSize, WriteQuorum: p.cfg.WriteQuorum, AckQuorum: p.cfg.AckQuorum,
 		DigestType: proto.DigestCRC32C, Password: p.cfg.Password, Custom: ledgerTags(stream, epoch, token),
 	})
@@ -254,7 +254,7 @@ func (p *Provider) takePointer(ctx context.Context, stream, epoch, token uint64,
 // the head CAS already keeps the old session from committing; this closes
 // the ledger for readers and fences the old writer at the bookies.
 func (p *Provider) fenceForeign(ctx context.Context, cur streamPointer) {
-	r, err := p.cfg.Client.RecoverLedger(ctx, cur.ledger, bookkeeper.OpenOptions{Password: p.cfg.Password})
+	r, err := p.cfg.Ledgers.RecoverLedger(ctx, cur.ledger, bookkeeper.OpenOptions{Password: p.cfg.Password})
 	switch {
 	case err == nil:
 		p.log.Info("bkwal: recovered the previous session's ledger", "ledger", cur.ledger, "epoch", cur.epoch,
@@ -278,10 +278,8 @@ func (p *Provider) seal(led *ledger) {
 		led.tainted = "sealed"
 	}
 	led.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpTimeout)
+	p.spawn(func() {
+		ctx, cancel := p.rt.withTimeout(context.Background(), p.cfg.OpTimeout)
 		defer cancel()
 		res, err := led.w.Close(ctx)
 		switch {
@@ -308,7 +306,7 @@ func (p *Provider) seal(led *ledger) {
 		led.sealed, led.sealOK = true, perr == nil
 		led.mu.Unlock()
 		p.maybeFinalize(led)
-	}()
+	})
 }
 
 // maybeFinalize settles a sealed ledger once every run this incarnation
@@ -317,7 +315,7 @@ func (p *Provider) seal(led *ledger) {
 // never released stays for the next incarnation's Recover.
 func (p *Provider) maybeFinalize(led *ledger) {
 	led.mu.Lock()
-	ready := led.sealed && led.sealOK && led.inflight == 0 && led.releasedN >= led.written && !led.finalizing
+	ready := led.sealed && led.sealOK && led.inflight == 0 && (led.releasedN >= led.written || PlantedBug == BugFinalizeBeforeRelease) && !led.finalizing
 	if ready {
 		led.finalizing = true
 	}
@@ -330,10 +328,8 @@ func (p *Provider) maybeFinalize(led *ledger) {
 	if !ready {
 		return
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpTimeout)
+	p.spawn(func() {
+		ctx, cancel := p.rt.withTimeout(context.Background(), p.cfg.OpTimeout)
 		defer cancel()
 		var err error
 		if committed {
@@ -353,14 +349,14 @@ func (p *Provider) maybeFinalize(led *ledger) {
 		delete(p.ledgers, led.id)
 		p.mu.Unlock()
 		p.readers.drop(led.id)
-	}()
+	})
 }
 
 // deleteLedger physically deletes a ledger none of whose runs was
 // committed (through the namespace: proof and owner tag re-checked), then
 // its record.
 func (p *Provider) deleteLedger(ctx context.Context, id int64, version bookkeeper.Version) error {
-	err := p.cfg.Namespace.DeleteLedger(ctx, id, version)
+	err := p.cfg.Ledgers.DeleteLedger(ctx, id, version)
 	if err != nil && !errors.Is(err, bookkeeper.ErrNoSuchLedger) {
 		return err
 	}
@@ -377,7 +373,7 @@ type readerCache struct {
 }
 
 type readerEntry struct {
-	r   *bookkeeper.Reader
+	r   LedgerReader
 	elt *list.Element
 }
 
@@ -385,7 +381,7 @@ func newReaderCache(max int) *readerCache {
 	return &readerCache{max: max, order: list.New(), m: map[int64]*readerEntry{}}
 }
 
-func (c *readerCache) get(id int64) *bookkeeper.Reader {
+func (c *readerCache) get(id int64) LedgerReader {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[id]
@@ -396,7 +392,7 @@ func (c *readerCache) get(id int64) *bookkeeper.Reader {
 	return e.r
 }
 
-func (c *readerCache) put(id int64, r *bookkeeper.Reader) {
+func (c *readerCache) put(id int64, r LedgerReader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.m[id]; e != nil {
@@ -428,11 +424,11 @@ func (c *readerCache) close() {
 }
 
 // reader returns a non-recovery reader of a ledger (never fences).
-func (p *Provider) reader(ctx context.Context, id int64) (*bookkeeper.Reader, error) {
+func (p *Provider) reader(ctx context.Context, id int64) (LedgerReader, error) {
 	if r := p.readers.get(id); r != nil {
 		return r, nil
 	}
-	r, err := p.cfg.Client.OpenLedger(ctx, id, bookkeeper.OpenOptions{Password: p.cfg.Password})
+	r, err := p.cfg.Ledgers.OpenLedger(ctx, id, bookkeeper.OpenOptions{Password: p.cfg.Password})
 	if errors.Is(err, bookkeeper.ErrNoSuchLedger) {
 		return nil, fmt.Errorf("%w: ledger %d: %w", provider.ErrNotFound, id, err)
 	}

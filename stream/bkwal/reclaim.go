@@ -110,7 +110,7 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 			addPending(&rep, unit, "retired, grace passed (dry run: kept)")
 			continue
 		}
-		info, err := p.cfg.Client.ReadLedgerMetadata(ctx, cd.rec.ledger)
+		info, err := p.cfg.Ledgers.ReadLedgerMetadata(ctx, cd.rec.ledger)
 		switch {
 		case errors.Is(err, bookkeeper.ErrNoSuchLedger):
 			// Deleted already (an earlier pass lost its record delete).

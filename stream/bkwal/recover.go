@@ -47,7 +47,7 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 
 func (p *Provider) recoverLedger(ctx context.Context, kv metadata.Record, rec ledgerRecord,
 	settle func(context.Context, provider.Intent) (bool, error)) (int, error) {
-	info, err := p.cfg.Client.ReadLedgerMetadata(ctx, rec.ledger)
+	info, err := p.cfg.Ledgers.ReadLedgerMetadata(ctx, rec.ledger)
 	if errors.Is(err, bookkeeper.ErrNoSuchLedger) {
 		// Never created (an ALLOCATED record) or already deleted.
 		return 0, p.deleteSettled(ctx, kv.Key)
@@ -57,14 +57,20 @@ func (p *Provider) recoverLedger(ctx context.Context, kv metadata.Record, rec le
 	}
 	tags := ledgerTags(rec.stream, rec.epoch, rec.token)
 	md := info.Metadata
-	if string(md.Custom[namespace.OwnerKey]) != p.cfg.Namespace.Reservation().DeploymentID ||
+	if string(md.Custom[namespace.OwnerKey]) != p.cfg.Ledgers.Reservation().DeploymentID ||
 		string(md.Custom[StreamKey]) != string(tags[StreamKey]) || string(md.Custom[SessionKey]) != string(tags[SessionKey]) {
 		// The ID holds a ledger that is not the one recorded (a collision
 		// after an unknown create): not ours to recover.
 		p.log.Warn("bkwal: recorded ledger ID holds a foreign ledger; dropping the record", "ledger", rec.ledger)
 		return 0, p.deleteSettled(ctx, kv.Key)
 	}
-	r, err := p.cfg.Client.RecoverLedger(ctx, rec.ledger, bookkeeper.OpenOptions{Password: p.cfg.Password})
+	open := p.cfg.Ledgers.RecoverLedger
+	if PlantedBug == BugRecoverWithoutFence {
+		// Planted bug: the ledger is opened without recovery — no fence,
+		// no tail recovery, read to the piggybacked LAC only.
+		open = p.cfg.Ledgers.OpenLedger
+	}
+	r, err := open(ctx, rec.ledger, bookkeeper.OpenOptions{Password: p.cfg.Password})
 	if err != nil {
 		return 0, fmt.Errorf("nereus/bkwal: recovering ledger %d: %w", rec.ledger, err)
 	}
@@ -102,7 +108,7 @@ func (p *Provider) recoverLedger(ctx context.Context, kv metadata.Record, rec le
 
 // scanRuns reads a closed ledger and returns its complete runs as intents.
 // A run missing entries was never reported durable, so never committed.
-func (p *Provider) scanRuns(ctx context.Context, r *bookkeeper.Reader, rec ledgerRecord) ([]provider.Intent, error) {
+func (p *Provider) scanRuns(ctx context.Context, r LedgerReader, rec ledgerRecord) ([]provider.Intent, error) {
 	last := r.LastAddConfirmed()
 	var out []provider.Intent
 	var cur *provider.Intent

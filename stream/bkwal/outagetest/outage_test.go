@@ -3,9 +3,12 @@
 // faults): while the bookie is down the BookKeeper WAL cannot write (the
 // default ledgers need E=3 bookies, WQ=AQ=2, and the cluster has exactly
 // 3), /healthz and /metrics say so, a Kafka produce answers
-// KAFKA_STORAGE_ERROR (retriable), reads keep working; once the bookie is
-// back the server resumes by itself (no restart) and every acknowledged
-// append reads back exactly once at its offset, in order per writer.
+// KAFKA_STORAGE_ERROR (retriable), Pulsar producers get PersistenceError
+// (the client reconnects and resends) and their sends fail with the
+// client's send timeout, reads keep working; once the bookie is back the
+// server resumes by itself (same process, no restart) and every
+// acknowledged append — REST and Pulsar — reads back exactly once at its
+// offset / message id, in order per writer.
 //
 // The package starts a private cluster (bktest NeedControl): stopping a
 // bookie of the shared one would break every other package using it.
@@ -35,6 +38,9 @@ import (
 var env bktest.Env
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(pulsarClientEnv); spec != "" {
+		os.Exit(runPulsarClient(spec)) // this binary as the Pulsar producer process
+	}
 	env.NeedControl = true
 	os.Exit(env.Main(m))
 }
@@ -50,8 +56,9 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	if n := env.NumBookies(t); n != 3 {
 		testenv.SkipOrFail(t, "needs exactly 3 bookies (ledgers use E=3), the cluster has %d", n)
 	}
-	srv := testserver.Start(t, testserver.Options{DisablePulsar: true,
+	srv := testserver.Start(t, testserver.Options{
 		Args: []string{"--bookkeeper-zk", env.ZK, "--bookkeeper-root", env.Root}})
+	pid := srv.Pid()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := srv.Client()
@@ -78,6 +85,9 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 		t.Fatalf("Kafka produce before the outage: %v", err)
 	}
 
+	// Pulsar producers on a topic of the same profile, sending throughout.
+	pl := startPulsarLoad(t, srv, createPulsarTopic(t, srv, "bk-outage-p", profile))
+
 	lctx, stopLoad := context.WithCancel(context.Background())
 	wg := load.Run(lctx, 0, 4)
 	defer func() { stopLoad(); wg.Wait() }()
@@ -90,6 +100,7 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 		}
 	}
 	progress("before the outage", 100)
+	pl.waitAcks(t, "before the outage", 50)
 
 	restarted := false
 	defer func() {
@@ -97,6 +108,7 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 			env.Run(t, "start-bookie", stopped)
 		}
 	}()
+	_, failedAtStop := pl.counts()
 	env.Run(t, "stop-bookie", stopped)
 	ackedAtStop := load.Acks.Count()
 	h := waitHealth(t, srv, "degraded", func(h adminapi.Health) bool {
@@ -134,6 +146,26 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 		t.Errorf("REST read with a bookie down: %d entries, %v", len(rr.Entries), err)
 	}
 	consumeOne(t, srv, topic, "before")
+	// Pulsar: the broker answers PersistenceError (the client logs it,
+	// reconnects and resends), and a send still unacknowledged after the
+	// send timeout fails in the client (by now, usually: the checks above
+	// outlast pulsarSendTimeout).
+	pl.waitFor(t, "a send failing with the bookie down", func() bool {
+		_, failed := pl.counts()
+		return failed > failedAtStop
+	})
+	pl.mu.Lock()
+	serverErrs, nServerErrs := append([]string(nil), pl.serverErrors...), pl.nServerErrs
+	pl.mu.Unlock()
+	named := false
+	for _, e := range serverErrs {
+		named = named || strings.Contains(e, "PersistenceError") && strings.Contains(e, "storage temporarily unavailable")
+	}
+	if !named {
+		t.Errorf("Pulsar send errors with the bookie down (%d, first %q): none is PersistenceError naming the storage", nServerErrs, serverErrs)
+	} else {
+		t.Logf("Pulsar with the bookie down: %d send errors from the broker, the first: %s", nServerErrs, serverErrs[0])
+	}
 
 	env.Run(t, "start-bookie", stopped)
 	restarted = true
@@ -145,12 +177,18 @@ func TestServeSurvivesBookieOutage(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("Kafka produce after the bookie came back: %v", err)
 	}
+	pl.waitAcks(t, "after the bookie came back", 50)
 	stopLoad()
 	wg.Wait()
+	pl.stop(t)
 	if err := load.Err(); err != nil {
 		t.Fatal(err)
 	}
 	load.Verify(t)
+	pl.verify(t, srv)
+	if !srv.Running() || srv.Pid() != pid {
+		t.Errorf("nereus serve did not stay up: running %v, pid %d (was %d)", srv.Running(), srv.Pid(), pid)
+	}
 	t.Logf("%d acknowledged appends verified after the bookie outage (no restart)", load.Acks.Count())
 }
 
