@@ -98,6 +98,17 @@ type PutOptions struct {
 	Mode PutMode
 	// Version is required for PutUpdate and ignored otherwise.
 	Version UpdateVersion
+	// DeferSync lets a store that makes each write durable with work of its
+	// own (the filesystem store: a directory fsync per Put) return before
+	// this write is known durable. It is durable at the latest once a later
+	// Put without DeferSync, begun after this one returned, on the same
+	// store, returns nil (a failed or not-applied later Put says nothing).
+	// It is for an object that becomes reachable only through such a later
+	// Put — a WAL segment, named only by the manifest commit that follows
+	// it — so that the durable work is shared and ordered before the
+	// reference is published. A nil error still means applied. Stores whose
+	// writes are durable on return (S3, memory) ignore it.
+	DeferSync bool
 }
 
 // ObjectStore is a flat key space of immutable-per-version blobs.

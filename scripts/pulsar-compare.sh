@@ -32,6 +32,10 @@
 #   resolved classpath is kept there)
 #   RATE=0 measures throughput instead (as fast as the producer can go).
 #   NEREUS_ARGS= (extra `nereus serve` flags, e.g. to A/B a setting)
+#   BASE_DIR= (a second checkout, e.g. /work/main: its `nereus serve` runs
+#   too, as target nereus-base on NEREUS_BASE_PORT=16653 / NEREUS_BASE_HTTP=
+#   18483, alternated in the same rounds: an A/B of two builds on the same
+#   load, with its own median and ratio)
 #   Before round 1 each target gets one unmeasured 5 s run (the JVM's JIT
 #   and both servers' first topic), so round 1 is not a cold start.
 set -euo pipefail
@@ -39,6 +43,9 @@ ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} DURATION=${DURATION:-15s} WARMUP=${WARMU
 NEREUS_ARGS=${NEREUS_ARGS:-}
 PULSAR_PORT=${PULSAR_PORT:-16660} PULSAR_HTTP=${PULSAR_HTTP:-18090} BOOKIE_PORT=${BOOKIE_PORT:-13181}
 NEREUS_PORT=${NEREUS_PORT:-16652} NEREUS_HTTP=${NEREUS_HTTP:-18482}
+BASE_DIR=${BASE_DIR:-} NEREUS_BASE_PORT=${NEREUS_BASE_PORT:-16653} NEREUS_BASE_HTTP=${NEREUS_BASE_HTTP:-18483}
+targets="pulsar nereus"
+[ -n "$BASE_DIR" ] && targets="pulsar nereus-base nereus"
 CACHE=${CACHE:-$HOME/.cache/nereus}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -94,6 +101,12 @@ pids+=("$!")
 "$work/nereus" serve --data-dir "$work/nereus-data" --http-addr "127.0.0.1:$NEREUS_HTTP" --kafka-addr "" \
 	--pulsar-addr "127.0.0.1:$NEREUS_PORT" $NEREUS_ARGS > "$work/nereus.log" 2>&1 &
 pids+=("$!")
+if [ -n "$BASE_DIR" ]; then
+	(cd "$BASE_DIR" && go build -o "$work/nereus-base" ./cmd/nereus)
+	"$work/nereus-base" serve --data-dir "$work/nereus-base-data" --http-addr "127.0.0.1:$NEREUS_BASE_HTTP" --kafka-addr "" \
+		--pulsar-addr "127.0.0.1:$NEREUS_BASE_PORT" $NEREUS_ARGS > "$work/nereus-base.log" 2>&1 &
+	pids+=("$!")
+fi
 
 ready=
 for _ in $(seq 120); do
@@ -101,7 +114,8 @@ for _ in $(seq 120); do
 	# after it answers: wait for a topic lookup to succeed.
 	curl -sf "127.0.0.1:$PULSAR_HTTP/admin/v2/namespaces/public" 2>/dev/null | grep -q public/default &&
 		curl -sf -m 10 "127.0.0.1:$PULSAR_HTTP/lookup/v2/topic/persistent/public/default/warm-up" >/dev/null &&
-		curl -sf "127.0.0.1:$NEREUS_HTTP/healthz" >/dev/null && ready=1 && break
+		curl -sf "127.0.0.1:$NEREUS_HTTP/healthz" >/dev/null &&
+		{ [ -z "$BASE_DIR" ] || curl -sf "127.0.0.1:$NEREUS_BASE_HTTP/healthz" >/dev/null; } && ready=1 && break
 	sleep 1
 done
 if [ -z "$ready" ]; then
@@ -114,17 +128,20 @@ fi
 echo "pulsar bookie: $(grep -o '"journalSyncData" : "[a-z]*"' "$work/pulsar.log" | head -1)"
 
 target_urls() {
-	if [ "$1" = pulsar ]; then url=pulsar://127.0.0.1:$PULSAR_PORT admin=http://127.0.0.1:$PULSAR_HTTP
-	else url=pulsar://127.0.0.1:$NEREUS_PORT admin=http://127.0.0.1:$NEREUS_HTTP; fi
+	case $1 in
+	pulsar) url=pulsar://127.0.0.1:$PULSAR_PORT admin=http://127.0.0.1:$PULSAR_HTTP ;;
+	nereus-base) url=pulsar://127.0.0.1:$NEREUS_BASE_PORT admin=http://127.0.0.1:$NEREUS_BASE_HTTP ;;
+	*) url=pulsar://127.0.0.1:$NEREUS_PORT admin=http://127.0.0.1:$NEREUS_HTTP ;;
+	esac
 }
-for target in pulsar nereus; do
+for target in $targets; do
 	target_urls "$target"
 	"$work/pulsarbench" -url "$url" -admin "$admin" -rate "$RATE" -duration 5s -warmup 1s -batching -size "$SIZE" >/dev/null
 done
 field() { sed -E "s/.*$1 ([0-9.]+).*/\1/"; }
 declare -A pub50 pub99 e2e50
 for r in $(seq "$ROUNDS"); do
-	for target in pulsar nereus; do
+	for target in $targets; do
 		target_urls "$target"
 		line=$("$work/pulsarbench" -url "$url" -admin "$admin" -rate "$RATE" -duration "$DURATION" -warmup "$WARMUP" \
 			-batching -size "$SIZE" | tail -1)
@@ -135,8 +152,12 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-for target in pulsar nereus; do
+for target in $targets; do
 	echo "median $target: publish p50 $(median <<<"${pub50[$target]}") ms p99 $(median <<<"${pub99[$target]}") ms, end-to-end p50 $(median <<<"${e2e50[$target]}") ms"
 done
 p=$(median <<<"${pub50[pulsar]}") n=$(median <<<"${pub50[nereus]}")
 echo "publish p50 nereus/pulsar: $(awk "BEGIN {printf \"%.2f\", $n/$p}") (target <= 1.00 at $RATE msg/s; load $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ -n "$BASE_DIR" ]; then
+	b=$(median <<<"${pub50[nereus-base]}")
+	echo "publish p50 nereus-base/pulsar: $(awk "BEGIN {printf \"%.2f\", $b/$p}"), nereus/nereus-base: $(awk "BEGIN {printf \"%.2f\", $n/$b}") (base $BASE_DIR at $(git -C "$BASE_DIR" rev-parse --short HEAD))"
+fi

@@ -96,6 +96,23 @@ func (c *SimCluster) After(d time.Duration, b int, fn func()) {
 	c.h.w.after(d, p, fn)
 }
 
+// AfterFunc is After with a stop function: stop cancels fn if it has not
+// run yet (false if it ran or was stopped). kstore.Runtime's AfterFunc.
+func (c *SimCluster) AfterFunc(d time.Duration, b int, fn func()) (stop func() bool) {
+	var p *simProc
+	if b >= 0 {
+		p = c.h.brokers[b]
+	}
+	e := c.h.w.after(d, p, fn)
+	return func() bool {
+		if e.ran || e.canceled {
+			return false
+		}
+		e.canceled = true
+		return true
+	}
+}
+
 // Crash crashes broker b (un-fsynced WAL writes are dropped, its events and
 // timers never run); it restarts as a new incarnation 2–42 ms later.
 func (c *SimCluster) Crash(b int) { c.h.crash(b) }

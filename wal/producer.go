@@ -868,7 +868,13 @@ func (p *Producer) upload(s *pipeSegment) {
 	s.spans, s.objBytes = spans, len(data)
 	bo := newBackoff(p.cfg.UploadInitialBackoff, p.rt)
 	for attempt := 1; ; attempt++ {
-		_, err = p.os.Put(p.ctx, s.location, data, objectstore.PutOptions{Mode: objectstore.PutOverwrite})
+		// DeferSync: a segment is reachable only through the manifest
+		// commit that follows its upload (a plain Put on the same store),
+		// which makes it durable before publishing the reference, so the
+		// filesystem store may share the segment's directory fsync with that
+		// commit (objectstore.PutOptions.DeferSync). Nothing is acknowledged
+		// on the upload alone.
+		_, err = p.os.Put(p.ctx, s.location, data, objectstore.PutOptions{Mode: objectstore.PutOverwrite, DeferSync: true})
 		if err == nil {
 			p.met.segments.Add(context.Background(), 1)
 			p.met.segmentBytes.Add(context.Background(), int64(len(data)))

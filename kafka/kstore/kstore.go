@@ -8,9 +8,9 @@
 //     named "kafka/<t>/<p>", labelled with the topic id so that streams left
 //     over from a deleted topic of the same name are never reused;
 //   - appends to a partition through this broker's append session on its
-//     stream, which only the cluster node takes (cluster.Node.Writer: this
-//     broker must own the partition; the session epoch is the Kafka
-//     partition leader epoch);
+//     stream, which only the cluster membership takes (Cluster.Writer,
+//     *cluster.Node in a server: this broker must own the partition; the
+//     session epoch is the Kafka partition leader epoch);
 //   - committed consumer-group offsets ("kafka/groups/<g>/o/..."), the
 //     persisted group state ("kafka/groups/<g>/state", see groupstate.go)
 //     and the producer id allocator ("kafka/producer-ids"), shared by every
@@ -92,11 +92,19 @@ type Config struct {
 	// partition and holds the append sessions. Nil makes a read-only store
 	// (tools, the console): appends fail with ErrNotLeader, no partition
 	// has a leader.
-	Cluster *cluster.Node
+	// A server passes its *cluster.Node; see Cluster (runtime.go).
+	Cluster Cluster
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Runtime runs the store's timers and background goroutines (default
+	// time.AfterFunc and go; see Runtime in runtime.go).
+	Runtime Runtime
+	// TxnCheckpointDelay batches transaction-index checkpoint writes
+	// (default 1 s: the scan after a restart covers at most about this
+	// much of a partition's recent history).
+	TxnCheckpointDelay time.Duration
 	// Projection, if set, serves the topics it claims (KoP: Pulsar topics
 	// named persistent://tenant/ns/topic); see projection.go.
 	Projection Projection
@@ -119,10 +127,15 @@ type Store struct {
 
 	txns txnIndexes // per-partition transaction indexes (txnindex.go)
 
+	// rt runs timers and background work; coop: it was supplied
+	// (Config.Runtime), so nothing may block outside it.
+	rt   Runtime
+	coop bool
+
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	// markersDone is closed when serveMarkers (markers.go) returns; nil
-	// for a store without a cluster.
+	// for a store without a cluster or with a supplied runtime.
 	markersDone chan struct{}
 }
 
@@ -135,7 +148,17 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Store{streams: streams, meta: meta, cfg: cfg, log: cfg.Logger, topics: map[string]*Topic{}}
+	if n, ok := cfg.Cluster.(*cluster.Node); ok && n == nil {
+		cfg.Cluster = nil // a nil *cluster.Node is no cluster, not a broken one
+	}
+	rt, coop := cfg.Runtime, cfg.Runtime != nil
+	if !coop {
+		rt = realRuntime{}
+	}
+	if cfg.TxnCheckpointDelay <= 0 {
+		cfg.TxnCheckpointDelay = txnFlushDelay
+	}
+	s := &Store{streams: streams, meta: meta, cfg: cfg, log: cfg.Logger, topics: map[string]*Topic{}, rt: rt, coop: coop}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := meta.Watch(ctx, keyTopics)
 	if err != nil {
@@ -144,8 +167,9 @@ func New(streams stream.Storage, meta metadata.Store, cfg Config) (*Store, error
 	}
 	s.stopWatch = cancel
 	s.watchDone = make(chan struct{})
-	go s.watch(ch)
-	if cfg.Cluster != nil {
+	rt.Go(func() { s.watch(ch) })
+	if cfg.Cluster != nil && !coop {
+		// (Not under a supplied runtime: see Runtime.)
 		s.markersDone = make(chan struct{})
 		go s.serveMarkers(ctx)
 	}
@@ -657,7 +681,9 @@ func (s *Store) finishDelete(ctx context.Context, tr topicRecord, ver metadata.V
 		if info.Attributes[AttrTopicID] != tr.ID.String() {
 			continue
 		}
-		_ = s.cfg.Cluster.Release(ctx, info.ID)
+		if s.cfg.Cluster != nil {
+			_ = s.cfg.Cluster.Release(ctx, info.ID)
+		}
 		if err := s.streams.Delete(ctx, info.ID); err != nil && !errors.Is(err, stream.ErrStreamNotFound) {
 			return fmt.Errorf("kafka/kstore: delete stream %s: %w", info.Name, err)
 		}

@@ -159,7 +159,7 @@ func TestSecondBrokerIsNotLeaderAndSeesChanges(t *testing.T) {
 	a := newStore(t, streams, meta, "a", nil)
 	b := newStore(t, streams, meta, "b", nil)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(a.Cluster().View().Brokers) < 2 || len(b.Cluster().View().Brokers) < 2 {
+	for len(a.Cluster().(*cluster.Node).View().Brokers) < 2 || len(b.Cluster().(*cluster.Node).View().Brokers) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("views never saw both brokers")
 		}

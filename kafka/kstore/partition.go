@@ -33,8 +33,9 @@ func (s *Store) Leader(p *Partition) (cluster.Broker, bool) {
 	return s.cfg.Cluster.OwnerOf(p.StreamName())
 }
 
-// Cluster is the cluster membership the store was built with.
-func (s *Store) Cluster() *cluster.Node { return s.cfg.Cluster }
+// Cluster is the cluster membership the store was built with (nil for a
+// read-only store).
+func (s *Store) Cluster() Cluster { return s.cfg.Cluster }
 
 func clampEpoch(e uint64) int32 {
 	if e > math.MaxInt32 {
@@ -86,6 +87,9 @@ func (s *Store) AppendAsync(ctx context.Context, p *Partition, build func(epoch 
 	}
 	epoch := epochOf(sess)
 	req := build(epoch)
+	if PlantedBug == BugDropsSequence {
+		req.Sequence = nil
+	}
 	return &Appending{Future: s.streams.AppendAsync(sess, req), Epoch: epoch, sess: sess, store: s}, nil
 }
 

@@ -98,12 +98,21 @@ type txnIndex struct {
 	// epoch is the partition's append-session epoch the index was loaded
 	// under; another epoch means the partition changed hands since.
 	epoch uint64
+	// own is the epoch of this broker's own append session under which
+	// the index last issued a transactional batch or a marker (0: none
+	// since it was loaded). Only then does this broker know every batch
+	// below the committed end, so only then may it write a checkpoint.
+	own uint64
+	// scanned is the offset up to which the log was scanned (load, and
+	// readTxnIndex's catch-up).
+	scanned int64
 }
 
 // forget drops the in-memory state (it is reloaded from the checkpoint
 // and the stream on next use). Caller holds x.mu.
 func (x *txnIndex) forget() {
 	x.loaded, x.hasRec, x.dirty = false, false, false
+	x.own = 0
 	x.open, x.aborted, x.unpersisted = map[int64]OpenTxn{}, nil, nil
 	x.markersInFlight = map[uint64]int64{}
 }
@@ -120,7 +129,7 @@ func (s *Store) useTxnIndex(ctx context.Context, x *txnIndex, p *Partition, epoc
 		x.forget()
 		return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
 	}
-	if x.loaded && x.epoch != epoch {
+	if x.loaded && x.epoch != epoch && PlantedBug != BugIndexSurvivesTakeover {
 		x.forget()
 	}
 	if err := s.loadTxnIndex(ctx, x); err != nil {
@@ -143,14 +152,82 @@ func (s *Store) txnLeaderOnly(p *Partition) error {
 	return fmt.Errorf("%w: the partition's transaction state is kept by its leader", ErrNotLeader)
 }
 
-// headEpoch is the partition's current append-session epoch (read paths,
-// which never acquire the session).
-func (s *Store) headEpoch(ctx context.Context, p *Partition) (uint64, error) {
+// readTxnIndex makes x current for a read path (the last stable offset,
+// aborted and open transactions), which never takes the session: it uses
+// the index under the epoch of the partition's current session (loading
+// it if needed). While that session is not the one this index issued
+// transactional batches or markers under and it still names a writer —
+// the previous leader still handing over, whose view or in-flight appends
+// lag, or this broker's cluster node before the index used its session —
+// that writer may still append transactional batches and markers the
+// index never saw: it catches up with the log first. (Without it a new
+// leader answered a last stable offset past a transaction the old one
+// opened after the load: found by the kstore simulation, seed 281.)
+// Caller holds x.mu.
+func (s *Store) readTxnIndex(ctx context.Context, x *txnIndex, p *Partition) error {
 	info, err := s.streams.Describe(ctx, p.StreamID)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return info.Session.Epoch, nil
+	epoch := info.Session.Epoch
+	loaded := x.loaded && x.epoch == epoch
+	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+		return err
+	}
+	if !loaded || x.own == epoch || info.Session.WriterID == "" || PlantedBug == BugIndexIgnoresForeignSession {
+		return nil // just loaded (up to date), or no one else may append
+	}
+	if !x.hasRec {
+		// No checkpoint when loaded: the writer may have created one
+		// and appended its first transactional batch since.
+		x.forget()
+		if err := s.loadTxnIndex(ctx, x); err != nil {
+			return err
+		}
+		x.epoch = epoch
+		return nil
+	}
+	var found []AbortedTxn
+	to, err := s.scanTxnLog(ctx, x.id, x.scanned, func(e stream.ReadEntry) { applyScanned(x.open, &found, e) })
+	if err != nil {
+		return err
+	}
+	x.scanned = to
+	if len(found) > 0 {
+		x.aborted = append(x.aborted, found...)
+		sort.Slice(x.aborted, func(i, j int) bool { return x.aborted[i].Last < x.aborted[j].Last })
+		x.unpersisted = append(x.unpersisted, found...)
+		x.dirty = true
+	}
+	return nil
+}
+
+// scanTxnLog calls fn for every entry of the stream from offset from to
+// its committed end, and returns the offset it scanned up to.
+func (s *Store) scanTxnLog(ctx context.Context, id stream.ID, from int64, fn func(stream.ReadEntry)) (int64, error) {
+	start := from
+	for {
+		res, err := s.streams.Read(ctx, id, from, stream.ReadOptions{MaxBytes: 8 << 20, MaxEntries: 10000})
+		if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
+			from = res.StartOffset
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("kafka/kstore: scan stream %v for transactions: %w", id, err)
+		}
+		for _, e := range res.Entries {
+			if e.Offset >= start {
+				fn(e)
+			}
+		}
+		if res.Next <= from {
+			return from, nil
+		}
+		if res.Next >= res.EndOffset {
+			return res.Next, nil
+		}
+		from = res.Next
+	}
 }
 
 // txnIndexes is the Store's set of partition indexes, keyed by stream id so
@@ -242,27 +319,11 @@ func (s *Store) loadTxnIndex(ctx context.Context, x *txnIndex) error {
 	}
 	var scanned []AbortedTxn
 	// Scan [scannedTo, end) for transactional batches and markers.
-	from := cp.ScannedTo
-	for {
-		res, err := s.streams.Read(ctx, x.id, from, stream.ReadOptions{MaxBytes: 8 << 20, MaxEntries: 10000})
-		if errors.Is(err, stream.ErrOffsetOutOfRange) && from < res.StartOffset {
-			from = res.StartOffset
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("kafka/kstore: scan stream %v for transactions: %w", x.id, err)
-		}
-		for _, e := range res.Entries {
-			if e.Offset < cp.ScannedTo {
-				continue // accounted for by the checkpoint
-			}
-			applyScanned(open, &scanned, e)
-		}
-		if res.Next <= from || res.Next >= res.EndOffset {
-			break
-		}
-		from = res.Next
+	to, err := s.scanTxnLog(ctx, x.id, cp.ScannedTo, func(e stream.ReadEntry) { applyScanned(open, &scanned, e) })
+	if err != nil {
+		return err
 	}
+	x.scanned = to
 	known := map[int64]bool{}
 	for _, a := range aborted {
 		known[a.Last] = true
@@ -331,6 +392,7 @@ func (s *Store) AppendTransactional(ctx context.Context, p *Partition, pid int64
 	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
 		return nil, err
 	}
+	x.own = sess.Epoch
 	if err := verify(); err != nil {
 		return nil, err
 	}
@@ -382,23 +444,51 @@ func (s *Store) createTxnCheckpoint(ctx context.Context, x *txnIndex, scannedTo 
 // with no open transaction on the partition is harmless (recovery repeats
 // markers), so on an uncertain outcome the caller simply writes it again.
 func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+	m, err := s.IssueMarker(ctx, p, pid, epoch, commit, coordinatorEpoch)
+	if err != nil {
+		return -1, err
+	}
+	return m.Finish(ctx)
+}
+
+// MarkerAppending is a transaction marker in flight (IssueMarker). Finish
+// must be called exactly once: until then the marker holds the partition's
+// checkpoints back (they cannot pass a marker still in flight).
+type MarkerAppending struct {
+	app    *Appending
+	x      *txnIndex
+	mid    uint64
+	pid    int64
+	commit bool
+	store  *Store
+}
+
+// Done is closed once the marker's append settled: Finish then returns
+// without waiting.
+func (m *MarkerAppending) Done() <-chan struct{} { return m.app.Future.Done() }
+
+// IssueMarker is AppendMarker's first half: it issues the marker under the
+// partition's index lock and returns without waiting for it to commit (a
+// caller that must not block — the deterministic simulation — waits for
+// Done and then calls Finish).
+func (s *Store) IssueMarker(ctx context.Context, p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (*MarkerAppending, error) {
 	if p.proj != nil {
-		return -1, notOnProjected("transaction markers")
+		return nil, notOnProjected("transaction markers")
 	}
 	sess, err := p.session(ctx, s)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	if err := s.useTxnIndex(ctx, x, p, sess.Epoch); err != nil {
-		x.mu.Unlock()
-		return -1, err
+		return nil, err
 	}
+	x.own = sess.Epoch
 	end, _, err := s.streams.Notify(ctx, p.StreamID)
 	if err != nil {
-		x.mu.Unlock()
-		return -1, err
+		return nil, err
 	}
 	// A producer with no open transaction here (added but never produced
 	// to, or already closed) still gets its marker, as in Kafka.
@@ -410,21 +500,30 @@ func (s *Store) AppendMarker(ctx context.Context, p *Partition, pid int64, epoch
 	})
 	x.nextMarker++
 	mid := x.nextMarker
-	x.markersInFlight[mid] = end
-	x.mu.Unlock()
+	if PlantedBug != BugCheckpointPassesMarker {
+		x.markersInFlight[mid] = end
+	}
+	return &MarkerAppending{app: app, x: x, mid: mid, pid: pid, commit: commit, store: s}, nil
+}
 
-	res, err := app.Settle(ctx)
+// Finish waits for the marker to commit and then closes the producer's
+// transaction in the index: the marker's offset, or the append's error
+// (with stream.CommitCertainty's meaning: an unknown outcome is settled by
+// writing the marker again).
+func (m *MarkerAppending) Finish(ctx context.Context) (int64, error) {
+	s, x := m.store, m.x
+	res, err := m.app.Settle(ctx)
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	delete(x.markersInFlight, mid)
+	delete(x.markersInFlight, m.mid)
 	if err != nil {
 		return -1, err
 	}
-	if o, ok := x.open[pid]; ok {
-		delete(x.open, pid)
-		if !commit {
-			a := AbortedTxn{ProducerID: pid, First: o.First, Last: res.Start}
+	if o, ok := x.open[m.pid]; ok {
+		delete(x.open, m.pid)
+		if !m.commit && PlantedBug != BugAbortNotIndexed {
+			a := AbortedTxn{ProducerID: m.pid, First: o.First, Last: res.Start}
 			x.unpersisted = append(x.unpersisted, a)
 			x.aborted = append(x.aborted, a)
 			sort.Slice(x.aborted, func(i, j int) bool { return x.aborted[i].Last < x.aborted[j].Last })
@@ -444,19 +543,18 @@ func (s *Store) StableOffset(ctx context.Context, p *Partition, hwm int64) (int6
 	if err := s.txnLeaderOnly(p); err != nil {
 		return -1, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return -1, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return -1, err
 	}
 	lso := hwm
 	for _, o := range x.open {
 		lso = min(lso, o.First)
+	}
+	if PlantedBug == BugStableOffsetIgnoresOpen {
+		lso = hwm
 	}
 	return lso, nil
 }
@@ -471,14 +569,10 @@ func (s *Store) AbortedTxns(ctx context.Context, p *Partition, from, upTo int64)
 	if err := s.txnLeaderOnly(p); err != nil {
 		return nil, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return nil, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return nil, err
 	}
 	i := sort.Search(len(x.aborted), func(i int) bool { return x.aborted[i].Last >= from })
@@ -500,14 +594,10 @@ func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 	if err := s.txnLeaderOnly(p); err != nil {
 		return nil, err
 	}
-	epoch, err := s.headEpoch(ctx, p)
-	if err != nil {
-		return nil, err
-	}
 	x := s.txnIndexFor(p.StreamID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := s.useTxnIndex(ctx, x, p, epoch); err != nil {
+	if err := s.readTxnIndex(ctx, x, p); err != nil {
 		return nil, err
 	}
 	out := make([]OpenTxn, 0, len(x.open))
@@ -519,7 +609,8 @@ func (s *Store) OpenTxns(ctx context.Context, p *Partition) ([]OpenTxn, error) {
 }
 
 // txnFlushDelay batches checkpoint writes: the scan after a restart covers
-// at most about this much of a partition's recent history.
+// at most about this much of a partition's recent history (the default of
+// Config.TxnCheckpointDelay).
 const txnFlushDelay = time.Second
 
 // kickTxnFlush schedules a checkpoint of x if it changed. Caller holds x.mu.
@@ -537,7 +628,7 @@ func (s *Store) kickTxnFlush(x *txnIndex) {
 		return
 	}
 	x.flushing = true
-	time.AfterFunc(txnFlushDelay, func() {
+	s.rt.AfterFunc(s.cfg.TxnCheckpointDelay, func() {
 		defer s.txns.timers.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -563,6 +654,26 @@ func (s *Store) flushTxnIndex(ctx context.Context, x *txnIndex) error {
 	if err != nil {
 		x.mu.Unlock()
 		return err
+	}
+	// Only while this broker's own session still holds the partition
+	// (checked after reading the end, so no other writer can have
+	// appended below it) does the index know every batch below end. A
+	// broker that handed the partition over must not write its delayed
+	// checkpoint: scannedTo would pass the new leader's transactional
+	// batches it never saw, and a later load would lose their
+	// transactions (found by the kstore simulation, seed 15).
+	info, err := s.streams.Describe(ctx, x.id)
+	if err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	if (x.own == 0 || x.epoch != x.own || info.Session.Epoch != x.own) && PlantedBug != BugCheckpointAfterHandover {
+		if info.Session.Epoch != x.epoch {
+			x.forget() // reloaded on next use
+		}
+		x.dirty = false // nothing is lost: a load rebuilds it from the log
+		x.mu.Unlock()
+		return nil
 	}
 	scannedTo := end
 	for _, e := range x.markersInFlight {

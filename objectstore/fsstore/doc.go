@@ -34,11 +34,23 @@
 // every directory on the key's path was made durable in its parent before
 // the object was published into it (a directory found already existing is
 // treated as durable only after this Store synced its parent once).
+// A Put with objectstore.PutOptions.DeferSync skips its own directory
+// fsync and is durable once a later plain Put on this Store returns nil:
+// every plain Put fsyncs the directories of the DeferSync Puts before it
+// (overlapped with its own temp-file write) and renames only after they
+// succeeded, so an object published by a plain Put can never name a
+// DeferSync object that a crash could lose (deferred.go has the argument).
 //
 // Invariant C3: temp files are never visible. They live under tmp/, which
 // List and Get never read. Each open Store owns tmp/<id>/ and holds an
 // exclusive flock on tmp/<id>.lock; Open removes the temp directories whose
 // lock nobody holds (their writer died), and never those of live processes.
+// A background goroutine per Store keeps a few empty temp files created
+// ahead of time there, so a Put's temp-file create (an inode allocation,
+// expensive on some file systems) is off its path, and closes the inodes a
+// Put replaced or a Delete unlinked, so freeing them is too. Neither is a
+// step C1 or C2 rests on (tmppool.go has the argument; the crash-point
+// power-cut test kills a writer at every step, those two included).
 //
 // Invariant C4: corrupt bytes are an error, never data. The header, the
 // per-16-KiB-block CRC32C table and each data block are checksummed; the

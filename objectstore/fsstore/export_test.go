@@ -11,7 +11,17 @@ func SetSyncMutantForTest(name string) {
 		syncMutant = mutantSkipTempSync
 	case "publish-dir-sync":
 		syncMutant = mutantSkipPublishDir
+	case "deferred-sync":
+		syncMutant = mutantSkipDeferredSync
 	default:
 		panic("fsstore: unknown sync mutant " + name)
 	}
 }
+
+// SetCrashHookForTest installs fn to be called at each named step of the
+// publication protocol (crashPoint), for the power-cut test's writer
+// process; nil removes it. Call it before Open.
+func SetCrashHookForTest(fn func(step string)) { crashHook = fn }
+
+// CrashSteps are the step names crashPoint reports, in protocol order.
+var CrashSteps = []string{"temp-created", "temp-written", "temp-synced", "renamed", "published", "unlinked", "released"}

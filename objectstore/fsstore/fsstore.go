@@ -40,6 +40,8 @@ type Store struct {
 	versions *versionAllocator
 	tmp      *tmpOwner
 	tmpSeq   atomic.Uint64
+	hk       *housekeeper // off-path temp creation and inode release (tmppool.go)
+	deferred deferredDirs // directory fsyncs owed by DeferSync Puts (deferred.go)
 
 	// durableDirs caches directories under objects/ whose entry in their
 	// parent is known to be on disk (we created and synced it, or synced
@@ -106,6 +108,7 @@ func Open(dir string) (*Store, error) {
 	if s.locks, err = openShardLocks(s.locksDir()); err != nil {
 		return fail(err)
 	}
+	s.hk = startHousekeeper(s.tmp.dir, &s.tmpSeq)
 	return s, nil
 }
 
@@ -128,6 +131,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// Deferred Puts become durable on a clean close too (best effort:
+	// nothing acknowledged depends on it, see deferred.go).
+	_ = s.deferred.syncAll()
 	s.release()
 	return nil
 }
@@ -138,6 +144,9 @@ func (s *Store) release() {
 	}
 	if s.versions != nil {
 		_ = s.versions.close()
+	}
+	if s.hk != nil {
+		s.hk.shutdown() // before the temp directory goes
 	}
 	if s.tmp != nil {
 		s.tmp.release()
@@ -366,19 +375,31 @@ func (s *Store) Head(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return s.info(key, h), nil
 }
 
-// current returns the generation of key's published object, or exists=false.
-// Called with the key's shard lock held, so the answer stays true until the
-// lock is released.
-func (s *Store) current(key string) (gen uint64, exists bool, err error) {
+// currentFile returns the generation of key's published object, or
+// exists=false. Called with the key's shard lock held, so the answer stays
+// true until the lock is released. It keeps the published file open (nil
+// when there is none) so that a mutation about to replace or unlink it can
+// hand the last close to the housekeeper (tmppool.go).
+func (s *Store) currentFile(key string) (f *os.File, gen uint64, exists bool, err error) {
 	f, h, err := s.openObject(key)
 	if errors.Is(err, objectstore.ErrNotFound) {
-		return 0, false, nil
+		return nil, 0, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return nil, 0, false, err
 	}
-	_ = f.Close()
-	return h.generation, true, nil
+	return f, h.generation, true, nil
+}
+
+// openReplaced opens the file a mutation is about to replace or unlink, or
+// returns nil if there is none (or it cannot be opened: then the last close
+// simply happens inside the rename or unlink, as it always did).
+func openReplaced(path string) *os.File {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // Put implements objectstore.ObjectStore.
@@ -411,12 +432,27 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: %w: unknown put mode %d", key, objectstore.ErrInvalidArgument, opts.Mode)
 	}
 
+	if err := s.deferred.check(); err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
+	// A Put without DeferSync first makes every DeferSync Put before it
+	// durable: their directory fsyncs run while this Put writes its temp
+	// file, and this Put renames only once they succeeded (deferred.go has
+	// the ordering argument).
+	deferredSynced := func() error { return nil }
+	if !opts.DeferSync {
+		deferredSynced = s.deferred.start()
+		defer func() { _ = deferredSynced() }() // never leave the syncs running past Close
+	}
 	gen, err := s.versions.allocate()
 	if err != nil {
 		return objectstore.UpdateVersion{}, err
 	}
 	tmpPath, err := s.writeTemp(data, gen)
 	if err != nil {
+		return objectstore.UpdateVersion{}, err
+	}
+	if err := deferredSynced(); err != nil {
 		return objectstore.UpdateVersion{}, err
 	}
 	published := false
@@ -436,6 +472,11 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 	}
 	rel := relPath(key)
 	final := filepath.Join(s.objectsDir, rel)
+	// The inode this Put replaces, held open so that freeing it happens off
+	// this path (tmppool.go); closed by the housekeeper once the outcome is
+	// settled, whatever it is.
+	var replaced *os.File
+	defer func() { s.hk.closeLater(replaced) }()
 	switch opts.Mode {
 	case objectstore.PutCreate:
 		// Existence is all that matters; a corrupt object still exists.
@@ -448,13 +489,16 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		}
 	case objectstore.PutUpdate:
 		// A corrupt header cannot prove the version: ErrCorrupt, not applied.
-		curGen, exists, err := s.current(key)
+		f, curGen, exists, err := s.currentFile(key)
+		replaced = f
 		if err != nil {
 			return objectstore.UpdateVersion{}, err
 		}
 		if !exists || !s.version(curGen).Equal(opts.Version) {
 			return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: %w", key, objectstore.ErrPreconditionFailed)
 		}
+	case objectstore.PutOverwrite:
+		replaced = openReplaced(final)
 	}
 	parent := filepath.Dir(final)
 	for attempt := 0; ; attempt++ {
@@ -473,6 +517,13 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: publish: %w", key, err)
 	}
 	published = true
+	crashPoint("renamed")
+	if opts.DeferSync {
+		if err := s.deferred.add(parent); err != nil {
+			return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: published, durability unknown: %v", key, err)
+		}
+		return s.version(gen), nil
+	}
 	if syncMutant == mutantSkipPublishDir {
 		return s.version(gen), nil
 	}
@@ -480,6 +531,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		// Visible but not known durable: outcome unknown, no sentinel.
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: published but directory sync failed (outcome unknown): %v", key, err)
 	}
+	crashPoint("published")
 	return s.version(gen), nil
 }
 
@@ -492,19 +544,21 @@ var syncMutant mutantSync
 type mutantSync uint8
 
 const (
-	mutantNone           mutantSync = iota
-	mutantSkipTempSync              // writeTemp: the object file's fdatasync before the rename
-	mutantSkipPublishDir            // Put: the directory fsync after the rename
+	mutantNone             mutantSync = iota
+	mutantSkipTempSync                // writeTemp: the object file's fdatasync before the rename
+	mutantSkipPublishDir              // Put: the directory fsync after the rename
+	mutantSkipDeferredSync            // Put without DeferSync: the pending directories' fsyncs
 )
 
 // writeTemp writes a complete object file into this Store's temp directory
-// and syncs it.
+// and syncs it. The file is an empty one the housekeeper created ahead of
+// time (or one created now when the pool is empty), used once.
 func (s *Store) writeTemp(data []byte, gen uint64) (string, error) {
-	path := filepath.Join(s.tmp.dir, fmt.Sprintf("%016x.tmp", s.tmpSeq.Add(1)))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	t, err := s.hk.take()
 	if err != nil {
-		return "", fmt.Errorf("fsstore: create temp file: %w", err)
+		return "", err
 	}
+	path, f := t.path, t.f
 	err = func() error {
 		if _, err := f.Write(encodePrefix(data, gen, time.Now().UnixNano())); err != nil {
 			return err
@@ -512,10 +566,15 @@ func (s *Store) writeTemp(data []byte, gen uint64) (string, error) {
 		if _, err := f.Write(data); err != nil {
 			return err
 		}
+		crashPoint("temp-written")
 		if syncMutant == mutantSkipTempSync {
 			return nil
 		}
-		return fdatasync(f)
+		err := fdatasync(f)
+		if err == nil {
+			crashPoint("temp-synced")
+		}
+		return err
 	}()
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -612,8 +671,12 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 	}
 	rel := relPath(key)
 	path := filepath.Join(s.objectsDir, rel)
+	// The unlinked inode is freed off this path, as in Put.
+	var unlinked *os.File
+	defer func() { s.hk.closeLater(unlinked) }()
 	if ifVersion != nil {
-		gen, exists, err := s.current(key)
+		f, gen, exists, err := s.currentFile(key)
+		unlinked = f
 		if err != nil {
 			return err
 		}
@@ -623,6 +686,8 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 		if !s.version(gen).Equal(*ifVersion) {
 			return fmt.Errorf("fsstore: %q: %w", key, objectstore.ErrPreconditionFailed)
 		}
+	} else {
+		unlinked = openReplaced(path)
 	}
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -630,6 +695,7 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 		}
 		return fmt.Errorf("fsstore: %q: delete: %w", key, err)
 	}
+	crashPoint("unlinked")
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("fsstore: %q: deleted but directory sync failed (outcome unknown): %v", key, err)
 	}
