@@ -260,9 +260,11 @@ type ReadOptions struct {
 	// waits up to this long for a commit (long poll).
 	Wait time.Duration
 	// Recycle lets the read put payloads in recycled buffers (generation
-	// spans today): the caller then calls ReadResult.Release once it no
-	// longer uses any payload, and never touches them after. Without it
-	// (or if Release is never called) payloads are the caller's to keep.
+	// spans today) and the result's Entries in a recycled slice: the
+	// caller then calls ReadResult.Release once it no longer uses any
+	// entry or payload, and never touches them after. Without it (or if
+	// Release is never called) entries and payloads are the caller's to
+	// keep.
 	Recycle bool
 }
 
@@ -287,8 +289,9 @@ type ReadResult struct {
 	recycled *readBuffers // with ReadOptions.Recycle: the buffers the payloads alias
 }
 
-// Release hands the buffers of a ReadOptions.Recycle read back for reuse;
-// no payload of the result may be used after it. Only the first call (on
+// Release hands the buffers and the Entries slice of a ReadOptions.Recycle
+// read back for reuse; no entry or payload of the result may be used
+// after it. Only the first call (on
 // any copy of the result) does anything; a result that holds no recycled
 // buffer (no Recycle, a Storage that does not recycle) ignores it.
 func (r ReadResult) Release() { r.recycled.release() }

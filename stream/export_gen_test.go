@@ -125,3 +125,12 @@ func GenRecordKeys(ctx context.Context, meta metadata.Store, id ID) ([]string, e
 	}
 	return keys, nil
 }
+
+// JournalOrphan writes the retire-journal entry the orphan sweep writes
+// for an unnamed generation object (as an older binary's sweep, which
+// did not consult merge claims, would have; for tests).
+func JournalOrphan(ctx context.Context, meta metadata.Store, id ID, objectKey string, nowMs int64) error {
+	rec := retireRecord{ObjectKey: objectKey, End: orphanEnd, SinceMs: nowMs}
+	_, err := meta.Put(ctx, retireKey(id, objectKey), rec.encode(), metadata.NotExists)
+	return err
+}

@@ -540,6 +540,8 @@ func (c *Core) drainJournalRecords(ctx context.Context, h *head, recs []metadata
 	}
 	now := c.nowMs()
 	grace := c.cfg.Lifecycle.GCGrace.Milliseconds()
+	var claim *claimWindow // read once, when the first orphan needs it
+	claimRead := false
 	for _, r := range recs {
 		rr, err := decodeRetire(r.Value)
 		if err != nil {
@@ -571,6 +573,24 @@ func (c *Core) drainJournalRecords(ctx context.Context, h *head, recs []metadata
 		// source before publishing did not publish, or when rebuild-index
 		// restored a record for an object the orphan sweep had nominated.
 		// The journal entry is dropped, the object kept.
+		// A journaled orphan may be the object of a merge whose claim still
+		// stands (journaled by an older binary, or while the claim was
+		// unreadable): its publication may still apply. The claim is read
+		// before the record below, so a claim found gone was settled.
+		if rr.End == orphanEnd {
+			if !claimRead {
+				if claim, err = c.standingMergeClaim(ctx, h); err != nil {
+					return err
+				}
+				claimRead = true
+			}
+			if claim.covers(h.ID, rr.ObjectKey) {
+				pend.add(GCPending{Kind: "generation", Unit: rr.ObjectKey, Bytes: rr.Bytes,
+					Reason: "journaled orphan, but the stream's merge claim names its window (the merge's publication may still apply)"})
+				c.markOrphanSweep(h.ID) // keep the claim looked at until it settles
+				continue
+			}
+		}
 		if named, err := c.genRecordNames(ctx, h.ID, rr); err != nil {
 			return err
 		} else if named {
@@ -873,9 +893,11 @@ func (c *Core) markOrphanSweep(id ID) {
 // sweepOrphanGenerations journals generation objects of h that no record
 // names (a materialization that crashed or lost between its PUT and its
 // publication). The listing only nominates; the proof is that neither the
-// head, nor the generation index, nor the journal names the object, and
-// that it is older than the grace period (so no task is still publishing
-// it).
+// head, nor the generation index, nor the journal names the object, that
+// it is older than the grace period (so no task is still publishing it),
+// and that no standing merge claim names its window (a merge whose
+// publication response was lost keeps its claim: its write may still
+// apply; standingMergeClaim fences it once the claim is stale).
 func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPending) error {
 	named := map[string]bool{}
 	var covered []offsetGap // ranges the named records serve
@@ -942,6 +964,8 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		// refuses it): only a PUT still in flight needs waiting for.
 		grace = c.cfg.Lifecycle.GCGrace
 	}
+	var claim *claimWindow // read once, when the first candidate needs it
+	claimRead := false
 	for _, info := range orphans {
 		if gen, ok := genOfObjectKey(info.Key); !ok || gen >= h.NextGen {
 			// A task builds generation NextGen and publishes it only by a
@@ -962,6 +986,20 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 		if age := c.rt.now().Sub(info.ModTime); age < grace {
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size, Reason: "unreferenced but younger than the grace period (a task may still publish it)"})
+			c.markOrphanSweep(h.ID)
+			continue
+		}
+		// A merge whose publication is unsettled (a lost response) keeps
+		// its claim: its object may still become named, however old it is.
+		if !claimRead {
+			if claim, err = c.standingMergeClaim(ctx, h); err != nil {
+				return err
+			}
+			claimRead = true
+		}
+		if claim.covers(h.ID, info.Key) {
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size,
+				Reason: "unreferenced, but the stream's merge claim names its window (the merge's publication may still apply)"})
 			c.markOrphanSweep(h.ID)
 			continue
 		}

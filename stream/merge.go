@@ -43,7 +43,8 @@ import (
 //     the condition can no longer hold). While the record still holds the
 //     source's version after a lost response, the outcome stays unknown:
 //     the claim is kept (whoever takes it over fences the write) and the
-//     object is kept for the orphan sweep to judge;
+//     object is kept for the orphan sweep to judge — which it does only
+//     once the claim is released or, stale, fenced (standingMergeClaim);
 //  5. the other sources are journaled and their records deleted, and the
 //     claim is released. GC retires journaled objects after the grace
 //     period once no protection needs them, and never while a record names

@@ -266,3 +266,76 @@ func (c *Core) retireMergedSource(ctx context.Context, id ID, s mergeSource) err
 	}
 	return fmt.Errorf("retiring merged source %s: %w", s.key, err)
 }
+
+// claimWindow is what the orphan sweep and the journal drain learn from a
+// stream's merge claim: the window [start, end) of a merge that may still
+// publish (all: an unreadable claim, whose window is unknown).
+type claimWindow struct {
+	start, end int64
+	all        bool
+}
+
+// covers reports whether object key of stream id may be the claimed
+// merge's output: a merge writes its object under its window's exact range
+// (genObjectKey), and a window always spans at least two sources, so no
+// source of it has that range.
+func (w *claimWindow) covers(id ID, key string) bool {
+	if w == nil {
+		return false
+	}
+	if w.all {
+		return true
+	}
+	_, s, e, ok := parseGenObjectKey(id, key)
+	return !ok || s == w.start && e == w.end
+}
+
+// standingMergeClaim returns the window of h's merge claim while it stands:
+// while it does, its holder's publication may still apply (a lost response
+// keeps the claim, merge.go), so an unnamed object of that window is not an
+// orphan, however old. A claim older than claimTTL is settled here as a
+// merge taking it over would settle it — the holder's publication fenced or
+// finished (settleStaleClaim) — and then deleted at its version; from then
+// on the object's fate is final and the usual proofs apply. A claim that
+// moved meanwhile, or a settlement that did not finish, still stands (until
+// the next pass). The claim is read before anything it is to protect is
+// judged: one that is gone by then was released only once its outcome was
+// settled. A deleted stream is never read again, and its GC removes its
+// claim: nothing stands there.
+func (c *Core) standingMergeClaim(ctx context.Context, h *head) (*claimWindow, error) {
+	if h.State == StateDeleted {
+		return nil, nil
+	}
+	key := mergeClaimKey(h.ID)
+	rec, err := c.meta.Get(ctx, key)
+	if errors.Is(err, metadata.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cl, err := decodeMergeClaim(rec.Value)
+	if err != nil {
+		// Its window is unknown: every unnamed object may be its output.
+		return &claimWindow{all: true}, nil
+	}
+	win := &claimWindow{start: cl.Start, end: cl.End}
+	if c.cfg.Lifecycle.GCDryRun || time.Duration(c.nowMs()-cl.SinceMs)*time.Millisecond < c.claimTTL() {
+		return win, nil
+	}
+	if err := c.settleStaleClaim(ctx, h.ID, cl); err != nil {
+		c.log.Debug("settling a stale merge claim failed", "stream", h.ID, "err", err)
+		return win, nil
+	}
+	switch err := c.meta.Delete(ctx, key, rec.Version); {
+	case err == nil, errors.Is(err, metadata.ErrKeyNotFound):
+		c.log.Debug("stale merge claim settled by GC", "stream", h.ID, "start", cl.Start, "end", cl.End)
+		// Settling can leave an unnamed object: the fenced holder's, or
+		// (it published) its last source, whose journal entry GC dropped
+		// while the record still named it. The sweep looks next.
+		c.markOrphanSweep(h.ID)
+		return nil, nil
+	default:
+		return win, nil
+	}
+}

@@ -107,7 +107,12 @@ func TestMergeResponseLossCuts(t *testing.T) {
 			deadline := time.Now().Add(20 * time.Second)
 			for time.Now().Before(deadline) {
 				_, _ = c2.CollectGarbage(ctx)
-				if c.LifecycleStats().Merges+c2.LifecycleStats().Merges > 0 && leaked(t, ctx, meta.Inner(), inner, info.ID) == 0 {
+				// Merges counts a publication before its sources are
+				// retired: wait for the tiling too (the retirement runs in
+				// the merge task, after the count).
+				rs, err := stream.GenRanges(ctx, meta.Inner(), info.ID)
+				if err == nil && isTiling(rs, 0, 50) && c.LifecycleStats().Merges+c2.LifecycleStats().Merges > 0 &&
+					leaked(t, ctx, meta.Inner(), inner, info.ID) == 0 {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)

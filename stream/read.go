@@ -139,7 +139,8 @@ func (c *Core) readOnce(ctx context.Context, id ID, from int64, opts ReadOptions
 		return res, err
 	}
 	res.Entries = entries
-	if rb != nil && len(rb.bufs) > 0 {
+	if rb != nil && (len(rb.bufs) > 0 || cap(entries) > 0) {
+		rb.out = entries
 		res.recycled = rb
 	}
 	if n := len(entries); n > 0 {
@@ -229,15 +230,24 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 					c.metrics.walReads.Add(1)
 				}
 				if out == nil {
-					out = make([]ReadEntry, 0, outCap(len(entries)+len(gens), payloadBytes(entries, gens), opts))
-				}
-				for k := range len(entries) + len(gens) {
-					var e provider.ReadEntry
-					if gens != nil {
-						e = provider.ReadEntry(gens[k])
+					n := outCap(len(entries)+len(gens), payloadBytes(entries, gens), opts)
+					if rb != nil {
+						out = rb.entries(n)
 					} else {
-						e = entries[k]
+						out = make([]ReadEntry, 0, n)
 					}
+				}
+				if gens != nil {
+					// A recycled generation read's entries, in offset order:
+					// copied without the per-entry conversion below.
+					var full bool
+					out, size, next, full = appendGenEntries(out, gens, size, next, h.End, opts)
+					if full {
+						return out, nil
+					}
+				}
+				for k := range len(entries) {
+					e := entries[k]
 					if e.Offset+int64(e.RecordCount) <= next || e.Offset >= h.End {
 						continue
 					}
@@ -258,6 +268,29 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 		}
 	}
 	return out, nil
+}
+
+// appendGenEntries appends the entries of gens (in offset order) that
+// end after next and start below end to out, within the read's limits; full
+// reports that a limit stopped it (the read is complete).
+func appendGenEntries(out []ReadEntry, gens []generation.Entry, size int, next, end int64, opts ReadOptions) (_ []ReadEntry, _ int, _ int64, full bool) {
+	k := 0
+	for k < len(gens) && gens[k].Offset+int64(gens[k].RecordCount) <= next {
+		k++
+	}
+	for ; k < len(gens); k++ {
+		e := &gens[k]
+		if e.Offset >= end {
+			break
+		}
+		if len(out) > 0 && (size+len(e.Payload) > opts.MaxBytes || len(out) >= opts.MaxEntries) {
+			return out, size, next, true
+		}
+		out = append(out, ReadEntry(*e))
+		size += len(e.Payload)
+		next = e.Offset + int64(e.RecordCount)
+	}
+	return out, size, next, false
 }
 
 // outCap sizes a read's result from its first part's entries: as many

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -51,6 +52,7 @@ var (
 	layouts    = flag.String("catchup.layouts", "generations,wal", "layouts to run: generations, wal or both")
 	recycle    = flag.Bool("catchup.recycle", true, "ReadOptions.Recycle: generation spans in recycled buffers, released after each read (as the Kafka fetch path does)")
 	abRecycle  = flag.Bool("catchup.ab-recycle", false, "alternate read passes without and with ReadOptions.Recycle (an interleaved A/B on the same data; reports both medians)")
+	cpuProfile = flag.String("catchup.cpuprofile", "", "write a CPU profile of the read passes only (not the writes or the materialization) to this file")
 	parallel   = flag.Bool("catchup.parallel", false, "read the streams concurrently, one goroutine each (as a Kafka fetch reading its partitions concurrently), instead of in turn")
 )
 
@@ -302,9 +304,11 @@ func runLayout(t *testing.T, layout string, sf *seqFile) (float64, []float64) {
 		// A fresh core: no tail cache, no cached footers or runs.
 		c = e.core(t, false, ra)
 		var ms0, ms1 runtime.MemStats
+		stopProfile := startProfile(t, layout)
 		runtime.ReadMemStats(&ms0)
 		got, d, cpu := read(t, ctx, c, ids, rec)
 		runtime.ReadMemStats(&ms1)
+		stopProfile()
 		name += fmt.Sprintf(" [%.0f MB allocated, %d mallocs, %d GCs]", mb(int64(ms1.TotalAlloc-ms0.TotalAlloc)), ms1.Mallocs-ms0.Mallocs, ms1.NumGC-ms0.NumGC)
 		mbs := mb(got) / d.Seconds()
 		m := c.Stats()
@@ -324,6 +328,34 @@ func runLayout(t *testing.T, layout string, sf *seqFile) (float64, []float64) {
 		t.Logf("%s: median without recycling %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
 	}
 	return median(off), files
+}
+
+// startProfile starts a CPU profile of one read pass (-catchup.cpuprofile)
+// into <path>.<layout>.<n>, the first n not taken (runtime/pprof takes
+// one profile at a time, so writes and materialization stay out of it);
+// the returned func stops it.
+func startProfile(t *testing.T, layout string) func() {
+	if *cpuProfile == "" {
+		return func() {}
+	}
+	var f *os.File
+	for n := 0; f == nil; n++ {
+		p := fmt.Sprintf("%s.%s.%d", *cpuProfile, layout, n)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		var err error
+		if f, err = os.Create(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 func median(v []float64) float64 {

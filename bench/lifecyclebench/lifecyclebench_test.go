@@ -20,6 +20,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,8 +296,11 @@ func TestSpace(t *testing.T) {
 		}
 	}()
 
+	pid := srv.Pid()
+	costs := []phaseCost{readCost(t, srv, pid, "start")}
 	prod.run(ctx, targets, *writeRate*1e6, func(sent int64) bool { return sent >= *totalBytes })
 	writeEnd := time.Since(start)
+	costs = append(costs, readCost(t, srv, pid, "write"))
 	// Delete half the topics; a trickle keeps the others alive.
 	phase.Store("deleted+trickle")
 	mu.Lock()
@@ -311,10 +315,16 @@ func TestSpace(t *testing.T) {
 	deleteAt := time.Since(start)
 	trickleStart := time.Now()
 	prod.run(ctx, targets, 4e6, func(int64) bool { return time.Since(trickleStart) > 60*time.Second })
+	costs = append(costs, readCost(t, srv, pid, "deleted+trickle"))
 	phase.Store("idle")
 	time.Sleep(60 * time.Second)
 	stopSampling()
 	<-samplerDone
+	costs = append(costs, readCost(t, srv, pid, "idle"))
+	for i := 1; i < len(costs); i++ {
+		t.Logf("cost of phase %s: %s", costs[i].phase, costs[i].minus(costs[i-1]))
+	}
+	t.Logf("cost of the whole run: %s", costs[len(costs)-1].minus(costs[0]))
 
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
@@ -342,6 +352,91 @@ func TestSpace(t *testing.T) {
 	last := samples[len(samples)-1]
 	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata.db %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
 		mb(peak), mb(last.objects), mb(last.meta), maxRate)
+	// Steady states: the write from 8 s on (the window is full), the
+	// trickle from 10 s after the delete (the deleted half is gone).
+	summary := func(name string, keep func(sample) bool) {
+		var n int
+		var sum, mx, rsum, rmx float64
+		for _, s := range samples {
+			if !keep(s) || s.window <= 0 {
+				continue
+			}
+			n++
+			o, r := mb(s.objects), float64(s.objects)/float64(s.window)
+			sum, mx, rsum, rmx = sum+o, max(mx, o), rsum+r, max(rmx, r)
+		}
+		if n > 0 {
+			t.Logf("SPACE %s: objects/ mean %.0f MB, max %.0f MB; objects/ ÷ window (5 s acked) mean %.2f, max %.2f (%d samples)", name, sum/float64(n), mx, rsum/float64(n), rmx, n)
+		}
+	}
+	summary("steady write", func(s sample) bool { return s.phase == "write" && s.at >= 8*time.Second })
+	summary("trickle", func(s sample) bool { return s.phase == "deleted+trickle" && s.at >= deleteAt+10*time.Second })
+}
+
+// phaseCost is what the server had spent by the end of a phase: CPU
+// seconds, I/O syscalls and bytes (/proc/<pid>/io) and object-store
+// operations (/metrics), to weigh lifecycle settings by what they cost.
+type phaseCost struct {
+	phase         string
+	cpu           float64
+	syscr, syscw  int64
+	readB, writeB int64
+	ops           map[string]float64 // object-store operations by operation
+}
+
+func readCost(t *testing.T, srv *testserver.Server, pid int, phase string) phaseCost {
+	pc := phaseCost{phase: phase, cpu: procCPU(pid), ops: map[string]float64{}}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ": ")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch {
+			case !ok:
+			case k == "syscr":
+				pc.syscr = n
+			case k == "syscw":
+				pc.syscw = n
+			case k == "read_bytes":
+				pc.readB = n
+			case k == "write_bytes":
+				pc.writeB = n
+			}
+		}
+	}
+	resp, err := http.Get(srv.URL() + "/metrics")
+	if err != nil {
+		t.Logf("metrics: %v", err)
+		return pc
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "nereus_objectstore_operations_total{") {
+			continue
+		}
+		i := strings.Index(line, `operation="`)
+		sp := strings.LastIndexByte(line, ' ')
+		if i < 0 || sp < 0 {
+			continue
+		}
+		op := line[i+len(`operation="`):]
+		op = op[:strings.IndexByte(op, '"')]
+		v, _ := strconv.ParseFloat(line[sp+1:], 64)
+		pc.ops[op] += v
+	}
+	return pc
+}
+
+func (c phaseCost) minus(o phaseCost) string {
+	var ops []string
+	for k, v := range c.ops {
+		if d := v - o.ops[k]; d > 0 {
+			ops = append(ops, fmt.Sprintf("%s %.0f", k, d))
+		}
+	}
+	sort.Strings(ops)
+	return fmt.Sprintf("server %.1f CPU-s, %d read / %d write syscalls, %.0f MB read / %.0f MB written to disk, object-store ops: %s; load %s",
+		c.cpu-o.cpu, c.syscr-o.syscr, c.syscw-o.syscw, mb(c.readB-o.readB), mb(c.writeB-o.writeB), strings.Join(ops, ", "), loadAvg())
 }
 
 // countLedgers is the number of ledgers in the -lcbench.bkenv cluster

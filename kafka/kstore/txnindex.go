@@ -187,6 +187,11 @@ func (s *Store) readTxnIndex(ctx context.Context, x *txnIndex, p *Partition) err
 		x.epoch = epoch
 		return nil
 	}
+	if info.EndOffset <= x.scanned {
+		return nil // nothing committed since the last scan
+	}
+	// Each entry is scanned once: the cost is one read of what was
+	// committed since the last call (which the fetch reads anyway).
 	var found []AbortedTxn
 	to, err := s.scanTxnLog(ctx, x.id, x.scanned, func(e stream.ReadEntry) { applyScanned(x.open, &found, e) })
 	if err != nil {

@@ -185,12 +185,20 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 // BenchmarkDecodeSpan: this package's share of a read (block and entry
-// CRCs, framing) on 1 MiB spans already in memory.
+// CRCs, framing) on 1 MiB spans already in memory, with 16 KiB entries and
+// with 1 KiB entries (where the per-entry work shows).
 func BenchmarkDecodeSpan(b *testing.B) {
-	payload := benchPayload(benchEntryBytes)
+	for _, size := range []int{benchEntryBytes, 1 << 10} {
+		b.Run(fmt.Sprintf("entry=%dKiB", size>>10), func(b *testing.B) { decodeSpanBench(b, size) })
+	}
+}
+
+func decodeSpanBench(b *testing.B, entryBytes int) {
+	payload := benchPayload(entryBytes)
 	bld := NewBuilder(1, 1, 0, BuilderOptions{Capacity: benchObjectBytes + 1<<20})
-	for _, e := range benchEntries(0, payload) {
-		if err := bld.Add(e); err != nil {
+	n := benchObjectBytes / (entryBytes + entryHeaderLen)
+	for i := 0; i < n; i++ {
+		if err := bld.Add(Entry{Offset: int64(i) * 10, RecordCount: 10, Timestamp: int64(i), Payload: payload}); err != nil {
 			b.Fatal(err)
 		}
 	}
