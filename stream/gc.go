@@ -586,7 +586,7 @@ func (c *Core) drainJournalRecords(ctx context.Context, h *head, recs []metadata
 			}
 			if claim.covers(h.ID, rr.ObjectKey) {
 				pend.add(GCPending{Kind: "generation", Unit: rr.ObjectKey, Bytes: rr.Bytes,
-					Reason: "journaled orphan, but the stream's merge claim names its window (the merge's publication may still apply)"})
+					Reason: "journaled orphan, but " + claim.reason()})
 				c.markOrphanSweep(h.ID) // keep the claim looked at until it settles
 				continue
 			}
@@ -999,7 +999,7 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 		}
 		if claim.covers(h.ID, info.Key) {
 			pend.add(GCPending{Kind: "generation", Unit: info.Key, Bytes: info.Size,
-				Reason: "unreferenced, but the stream's merge claim names its window (the merge's publication may still apply)"})
+				Reason: "unreferenced, but " + claim.reason()})
 			c.markOrphanSweep(h.ID)
 			continue
 		}

@@ -290,6 +290,14 @@ func (w *claimWindow) covers(id ID, key string) bool {
 	return !ok || s == w.start && e == w.end
 }
 
+// reason says why an object the claim covers is kept (nereus gc status).
+func (w *claimWindow) reason() string {
+	if w.all {
+		return "the stream's merge claim record is unreadable: every unnamed generation object is kept (merges of the stream are stopped too) until an operator looks"
+	}
+	return "the stream's merge claim names its window (the merge's publication may still apply)"
+}
+
 // standingMergeClaim returns the window of h's merge claim while it stands:
 // while it does, its holder's publication may still apply (a lost response
 // keeps the claim, merge.go), so an unnamed object of that window is not an

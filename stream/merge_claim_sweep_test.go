@@ -11,6 +11,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/memstore"
+	"github.com/nereusstream/nereus-go/objectstore"
 	objmem "github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
@@ -288,4 +289,61 @@ func TestJournalDrainKeepsClaimedOrphan(t *testing.T) {
 	if end := readAll(t, open2(t, e.meta, e.objects, "b3"), e.id, 0, e.want); end != 30 {
 		t.Fatalf("read to %d", end)
 	}
+}
+
+// TestUnreadableClaimKeepsOrphans: with the stream's claim record corrupt
+// its window is unknown, so the sweep keeps every unnamed object (and says
+// why); once the record is gone the orphan is swept.
+func TestUnreadableClaimKeepsOrphans(t *testing.T) {
+	e := newLCEnv(t)
+	c := e.open(t, "b1")
+	ctx := ctxT(t)
+	info, s := createWithSession(ctx, t, c, "badclaim", "")
+	want := appendN(t, c, s, 0, 300)
+	waitFor(t, "a published generation", func() bool { return c.LifecycleStats().Materialized > 0 })
+	claimKey := "s/m/" + info.ID.String()
+	if _, err := e.meta.Put(ctx, claimKey, []byte("not a claim"), metadata.NotExists); err != nil {
+		t.Fatal(err)
+	}
+	orphan := fmt.Sprintf("gen/%s/%020d-%020d-g0-%016x", info.ID, 0, 10, uint64(0xdeadbeef))
+	if _, err := e.objects.Put(ctx, orphan, []byte("orphan"), objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	present := func() bool {
+		for _, k := range e.keys(t, "gen/"+info.ID.String()+"/") {
+			if k == orphan {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "the orphan past its grace", func() bool {
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range c.GCStatus().Pending {
+			if p.Unit == orphan && strings.Contains(p.Reason, "merge claim record is unreadable") {
+				return true
+			}
+		}
+		return false
+	})
+	for i := 0; i < 3; i++ {
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !present() {
+		t.Fatal("an unnamed object was deleted although the claim that may name it is unreadable")
+	}
+	if err := e.meta.Delete(ctx, claimKey, metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphan swept", func() bool {
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return !present()
+	})
+	readAll(t, c, info.ID, 0, want)
 }
