@@ -66,8 +66,13 @@ type producer struct {
 	since    time.Time
 	metadata map[string]string
 
-	pending   chan *pendingSend
-	stopped   chan struct{}
+	pending chan *pendingSend
+	stopped chan struct{}
+	// lastSeq is the LastSeq of the producer's previous deduplicated append
+	// (valid when sentSeq), under its topic's appendMu: the next append is
+	// admitted only after it (stream.ProducerSequence.After).
+	lastSeq   int64
+	sentSeq   bool
 	stopOnce  sync.Once
 	startOnce sync.Once
 }

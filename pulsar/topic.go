@@ -258,7 +258,9 @@ func (t *topic) appendEntry(p *producer, send *pb.CommandSend, pl *wire.Payload)
 	if t.dedup && !send.GetMarker() {
 		first := int64(send.GetSequenceId())
 		last := max(first, int64(send.GetHighestSequenceId()), int64(pl.Metadata.GetHighestSequenceId()))
-		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: p.name, FirstSeq: first, LastSeq: last}
+		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: p.name, FirstSeq: first, LastSeq: last,
+			HasAfter: p.sentSeq, After: p.lastSeq}
+		p.sentSeq, p.lastSeq = true, last
 	}
 	fut := t.ledger.AppendAsync(stream.Entry{Payload: buf, RecordCount: uint32(n), Timestamp: int64(pl.Metadata.GetPublishTime())}, seq)
 	t.lastIndex = idx

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -171,7 +173,7 @@ func (c *Core) endAdoption(key, why string) {
 		return
 	}
 	delete(c.adopt.active, key)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := c.rt.withTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.ap.Close(ctx); err != nil {
 		c.log.Warn("closing an adoption failed", "provider", a.provider, "writer", a.writer, "err", err)
@@ -184,7 +186,8 @@ func (c *Core) endAdoption(key, why string) {
 func (c *Core) closeAdoptions() {
 	c.adopt.mu.Lock()
 	defer c.adopt.mu.Unlock()
-	for key := range c.adopt.active {
+	// In key order (map order is random; a simulated Close replays).
+	for _, key := range slices.Sorted(maps.Keys(c.adopt.active)) {
 		c.endAdoption(key, "core closed")
 	}
 }

@@ -227,6 +227,17 @@ type ProducerSequence struct {
 	Epoch int64
 	// FirstSeq and LastSeq bound the sequence numbers this append carries.
 	FirstSeq, LastSeq int64
+	// HasAfter (SequenceMonotonic only) makes After the LastSeq of the
+	// producer's previous append, and admits this one only while that one
+	// is committed or still queued (the producer's highest sequence,
+	// committed or queued, is at least After); otherwise it fails, not
+	// committed (ErrStorageUnavailable). Gaps are allowed in this mode, so
+	// once the previous append failed, committing a later one would turn
+	// the failed one's resend into a "duplicate" that was never stored —
+	// acknowledged and lost. (Apache Pulsar's broker fences a topic after a
+	// failed write until its pending writes drained, for the same reason.)
+	HasAfter bool
+	After    int64
 }
 
 // AppendRequest is one atomic append: its entries receive consecutive

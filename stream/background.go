@@ -33,8 +33,23 @@ func (c *Core) startLifecycle() {
 // periodic runs fn every d until the core closes, skipping a tick while
 // the previous pass still runs; a pass is bounded by a deadline of a few
 // intervals so a hung store cannot stall it forever.
+//
+// The armed timer is kept in c.periodicStops so Close stops it (a tick
+// already running arms no other: arm checks c.ctx under c.mu, which Close
+// takes after cancelling) — nothing of a closed core stays scheduled.
 func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.Context)) {
+	c.mu.Lock()
+	slot := len(c.periodicStops)
+	c.periodicStops = append(c.periodicStops, nil)
+	c.mu.Unlock()
 	var loop func()
+	arm := func() {
+		c.mu.Lock()
+		if c.ctx.Err() == nil {
+			c.periodicStops[slot] = c.rt.afterFunc(d, loop)
+		}
+		c.mu.Unlock()
+	}
 	loop = func() {
 		if c.ctx.Err() != nil {
 			return
@@ -47,9 +62,9 @@ func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.C
 		}) {
 			running.Store(false)
 		}
-		c.rt.afterFunc(d, loop)
+		arm()
 	}
-	c.rt.afterFunc(d, loop)
+	arm()
 }
 
 // retentionPass enforces retention on every owned stream and plans the

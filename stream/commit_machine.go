@@ -273,6 +273,10 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	}
 	start := m.projEnd
 	if q := req.Sequence; q != nil {
+		if q.Mode == SequenceMonotonic && q.HasAfter && m.projProducers.Highest(q.Producer) < q.After {
+			m.resolve(f, AppendResult{}, fmt.Errorf("%w: the producer's previous append (sequence %d) failed; not committed", ErrStorageUnavailable, q.After))
+			return
+		}
 		verdict, orig := m.projProducers.Check(dedup.Mode(q.Mode), q.Producer, q.Epoch, q.FirstSeq, q.LastSeq)
 		switch verdict {
 		case dedup.Duplicate:

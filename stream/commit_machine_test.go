@@ -140,3 +140,82 @@ func TestFencedSettleProbeNotFound(t *testing.T) {
 		t.Fatalf("want the target released as not committed, got %+v", rd.releases)
 	}
 }
+
+// TestMonotonicAfterFailedPredecessorIsNotAdmitted: Pulsar dedup allows
+// gaps, so once a producer's append failed in the WAL, a later append of
+// the same connection (After = the failed one's LastSeq) must fail too.
+// Admitted and committed, it would raise the producer's highest sequence
+// past the failed one, whose resend would then be answered as a duplicate
+// without ever having been stored (found by stream/bkwal/outagetest:
+// Pulsar messages acknowledged -1:-1 after a bookie outage and lost).
+func TestMonotonicAfterFailedPredecessorIsNotAdmitted(t *testing.T) {
+	nr := nameRecord{ID: 7, Name: "s", Profile: ObjectWALAsyncObject}
+	h := newHead(nr)
+	h.Session = sessionRecord{Epoch: 1, Token: 11, Writer: "w\x00i", ExpiresMs: 10_000}
+	sess := Session{Stream: 7, Epoch: 1, Token: 11, WriterID: "w"}
+	m := newCommitMachine(h, 5, sess, "mem", 30_000, 256)
+	appendSeq := func(n int64, after *int64) *AppendFuture {
+		q := &ProducerSequence{Mode: SequenceMonotonic, Producer: "p", FirstSeq: n, LastSeq: n}
+		if after != nil {
+			q.HasAfter, q.After = true, *after
+		}
+		f := NewAppendFuture()
+		m.admit(sess, AppendRequest{ExpectedStart: -1, Entries: []Entry{{Payload: []byte("x"), RecordCount: 1}}, Sequence: q}, f)
+		return f
+	}
+	resolved := func(rd *commitReady, f *AppendFuture) (bool, error) {
+		for _, r := range rd.resolves {
+			if r.future == f {
+				return true, r.err
+			}
+		}
+		return false, nil
+	}
+	seq := func(n int64) *int64 { return &n }
+
+	f1 := appendSeq(1, nil)
+	rd := m.takeReady()
+	if len(rd.writes) != 1 {
+		t.Fatalf("admission wrote %d runs", len(rd.writes))
+	}
+	op1 := rd.writes[0]
+	m.recycleReady(rd)
+	// While 1 is queued, 2 after it is admitted (pipelining).
+	f2 := appendSeq(2, seq(1))
+	rd = m.takeReady()
+	if len(rd.writes) != 1 {
+		t.Fatalf("pipelined admission wrote %d runs", len(rd.writes))
+	}
+	op2 := rd.writes[0]
+	m.recycleReady(rd)
+	// 1's WAL write fails: 1 and 2 fail, not committed.
+	m.walDone(op1, nil, errors.New("bookie down"))
+	m.walDone(op2, provider.Target("t2"), nil)
+	m.prepareRound(nil, 1000)
+	rd = m.takeReady()
+	for i, f := range []*AppendFuture{f1, f2} {
+		if ok, err := resolved(rd, f); !ok || !errors.Is(err, ErrStorageUnavailable) {
+			t.Fatalf("append %d after the WAL failure: resolved %v, %v", i+1, ok, err)
+		}
+	}
+	m.recycleReady(rd)
+	// 3, sent on the same connection after 2, must not be admitted.
+	f3 := appendSeq(3, seq(2))
+	rd = m.takeReady()
+	if ok, err := resolved(rd, f3); !ok || !errors.Is(err, ErrStorageUnavailable) || CommitCertainty(err) != NotCommitted || len(rd.writes) != 0 {
+		t.Fatalf("append 3 after its failed predecessor: resolved %v, %v, %d WAL writes; want not committed, no write", ok, err, len(rd.writes))
+	}
+	m.recycleReady(rd)
+	// The client's resend from 1 (new connection: no predecessor) is new.
+	appendSeq(1, nil)
+	rd = m.takeReady()
+	if len(rd.writes) != 1 || len(rd.resolves) != 0 {
+		t.Fatalf("resend of 1: %d WAL writes, %d resolutions; want it admitted as new", len(rd.writes), len(rd.resolves))
+	}
+	m.recycleReady(rd)
+	// And 2 after it is admitted while 1 is queued.
+	appendSeq(2, seq(1))
+	if rd = m.takeReady(); len(rd.writes) != 1 {
+		t.Fatalf("resend of 2 after 1: %d WAL writes", len(rd.writes))
+	}
+}

@@ -71,6 +71,13 @@ func (cm *committer) stop() {
 	cm.mu.Lock()
 	cm.stopped = true
 	cm.mu.Unlock()
+	// A simulated runtime cannot see a goroutine block on the wait group:
+	// it parks the caller until the round is done (the real one does not).
+	cm.c.rt.block(func() bool {
+		cm.mu.Lock()
+		defer cm.mu.Unlock()
+		return !cm.busy
+	})
 	cm.active.Wait()
 }
 
@@ -212,13 +219,7 @@ func (c *Core) stopCommitters() {
 // failAll settles everything still queued when the core stops (after
 // stopCommitters).
 func (c *Core) failAll() {
-	c.mu.Lock()
-	owners := make([]*owner, 0, len(c.owners))
-	for _, o := range c.owners {
-		owners = append(owners, o)
-	}
-	c.mu.Unlock()
-	for _, o := range owners {
+	for _, o := range c.allOwners() {
 		o.mu.Lock()
 		o.m.closeNow()
 		o.flushLocked()

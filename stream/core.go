@@ -124,7 +124,11 @@ type Core struct {
 
 	mu     sync.Mutex
 	owners map[ID]*owner
-	closed bool
+	// replaced holds owners a newer session of this process replaced
+	// while they still had appends to settle (they finish on their own;
+	// Close must drain and fail them too). Guarded by mu.
+	replaced map[*owner]struct{}
+	closed   bool
 
 	// shards are the commit pipelines (committerFor).
 	shards  []*committer
@@ -152,8 +156,10 @@ type Core struct {
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
 	background       sync.WaitGroup
-	backgroundClosed bool // guarded by mu: Close waits for background; see goBackground
+	backgroundClosed bool         // guarded by mu: Close waits for background; see goBackground
+	backgroundN      atomic.Int64 // mirrors background, for a simulated runtime's Close
 	stopTick         func() bool
+	periodicStops    []func() bool // the lifecycle's armed timers (periodic), guarded by mu
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,6 +183,7 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 		incarnation: hex.EncodeToString(inc[:]),
 		log:         cfg.Logger,
 		owners:      map[ID]*owner{},
+		replaced:    map[*owner]struct{}{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.tail = newTailCache(cfg.TailCacheBytes)
@@ -273,12 +280,9 @@ func (c *Core) Close() error {
 		return nil
 	}
 	c.closed = true
-	owners := make([]*owner, 0, len(c.owners))
-	for _, o := range c.owners {
-		owners = append(owners, o)
-	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	owners := c.allOwners()
+	ctx, cancel := c.rt.withTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, o := range owners {
 		o.drain(ctx)
@@ -288,14 +292,21 @@ func (c *Core) Close() error {
 	if c.stopTick != nil {
 		c.stopTick() // a tick already running sees c.ctx cancelled and arms no other
 	}
+	for _, stop := range c.periodicStops {
+		if stop != nil {
+			stop()
+		}
+	}
 	c.mu.Unlock()
 	c.stopCommitters()
 	c.failAll()
 	c.mu.Lock()
 	c.backgroundClosed = true // no c.background.Add from here on (goBackground)
 	c.mu.Unlock()
+	c.rt.block(func() bool { return c.backgroundN.Load() == 0 })
 	c.background.Wait()
 	c.watch.stop()
+	c.watch.wait(ctx)
 	c.closeAdoptions()
 	var errs []error
 	for _, p := range c.providers() {

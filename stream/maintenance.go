@@ -81,9 +81,11 @@ func (c *Core) goBackground(f func()) bool {
 		return false
 	}
 	c.background.Add(1)
+	c.backgroundN.Add(1)
 	c.mu.Unlock()
 	c.rt.goFunc(func() {
 		defer c.background.Done()
+		defer c.backgroundN.Add(-1)
 		f()
 	})
 	return true

@@ -155,6 +155,13 @@ func (m *materializer) consider(h *head) genPlan {
 	m.mu.Unlock()
 	if !m.c.goBackground(func() {
 		ctx := m.c.ctx // the task outlives the pass that planned it
+		// A closing core's ctx ends first: with the pool free too, a
+		// select would pick at random, which a simulated run cannot
+		// replay (a fixed choice is one the select could make).
+		if ctx.Err() != nil {
+			m.done(h.ID)
+			return
+		}
 		select {
 		case m.sem <- struct{}{}:
 		case <-ctx.Done():

@@ -1,9 +1,11 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +56,55 @@ func (c *Core) owner(id ID) *owner {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.owners[id]
+}
+
+// allOwners returns the owners (current and replaced ones still
+// settling), in stream order.
+func (c *Core) allOwners() []*owner {
+	c.mu.Lock()
+	out := make([]*owner, 0, len(c.owners)+len(c.replaced))
+	for _, o := range c.owners {
+		out = append(out, o)
+	}
+	for o := range c.replaced {
+		out = append(out, o)
+	}
+	c.mu.Unlock()
+	// A fixed order (stream, then session epoch), so a simulated Close
+	// replays exactly.
+	epoch := make(map[*owner]uint64, len(out))
+	for _, o := range out {
+		o.mu.Lock()
+		epoch[o] = o.m.sess.Epoch
+		o.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b *owner) int {
+		if a.id != b.id {
+			return cmp.Compare(a.id, b.id)
+		}
+		return cmp.Compare(epoch[a], epoch[b])
+	})
+	return out
+}
+
+// pruneReplaced forgets replaced owners with nothing left to settle.
+func (c *Core) pruneReplaced() {
+	c.mu.Lock()
+	olds := make([]*owner, 0, len(c.replaced))
+	for o := range c.replaced {
+		olds = append(olds, o)
+	}
+	c.mu.Unlock()
+	for _, o := range olds {
+		o.mu.Lock()
+		idle := o.m.idle()
+		o.mu.Unlock()
+		if idle {
+			c.mu.Lock()
+			delete(c.replaced, o)
+			c.mu.Unlock()
+		}
+	}
 }
 
 func (c *Core) dropOwner(o *owner) {
@@ -269,8 +320,5 @@ func (o *owner) drain(ctx context.Context) {
 	}
 	idle := o.idleCh
 	o.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-	}
+	_ = o.c.rt.await(ctx, idle)
 }

@@ -44,6 +44,11 @@ type runtime interface {
 	// withTimeout is context.WithTimeout on the runtime's clock (a
 	// simulated pass's deadline passes in simulated time).
 	withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
+	// block returns once ready() holds, before a wait the runtime cannot
+	// see (a sync.WaitGroup in Close): the simulator parks the caller and
+	// polls ready after every event; the real runtime returns at once and
+	// the caller's own wait blocks.
+	block(ready func() bool)
 }
 
 type realRuntime struct{ clock func() time.Time }
@@ -84,6 +89,8 @@ func (realRuntime) await(ctx context.Context, ch <-chan struct{}) error {
 		return ctx.Err()
 	}
 }
+
+func (realRuntime) block(func() bool) {}
 
 func (realRuntime) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, d)

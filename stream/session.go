@@ -127,9 +127,13 @@ func (c *Core) installOwner(h *head, v metadata.Version, writerID string) (Sessi
 	c.mu.Lock()
 	prev := c.owners[h.ID]
 	c.owners[h.ID] = o
+	if prev != nil {
+		c.replaced[prev] = struct{}{}
+	}
 	c.mu.Unlock()
 	if prev != nil {
 		prev.fail(fmt.Errorf("%w: stream %v taken over by session epoch %d", ErrFenced, h.ID, sess.Epoch))
+		c.pruneReplaced()
 	}
 	c.tail.resetIfNotContiguous(h.ID, h.End)
 	c.watch.local(h.ID)

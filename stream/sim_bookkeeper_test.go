@@ -473,7 +473,7 @@ func (wr *simBKWriter) send(a *simBKAdd, i int) {
 		default:
 			b.store(id, a.e, simBKEntry{data: a.data, lac: lac})
 		}
-		w.after(w.jitter(w.faults.maxWALLat), wr.p, func() { wr.answer(a, i, rc) })
+		w.after(w.jitter(w.faults.maxWALLat), wr.p, func() { wr.answer(a, i, rc) }).lib = true
 	})
 }
 
@@ -489,11 +489,11 @@ func (wr *simBKWriter) answer(a *simBKAdd, i int, rc error) {
 		wr.fail(simWFenced, bookkeeper.ErrFenced)
 	default:
 		// Retried on the same bookie until the add timeout.
-		wr.p.afterFunc(time.Duration(1+wr.bk.w.rng.Intn(3))*time.Millisecond, func() {
+		wr.bk.w.after(time.Duration(1+wr.bk.w.rng.Intn(3))*time.Millisecond, wr.p, func() {
 			if !isClosedCh(a.fut.done) && wr.state < simWClosed {
 				wr.send(a, i)
 			}
-		})
+		}).lib = true
 	}
 }
 

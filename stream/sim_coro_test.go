@@ -211,6 +211,10 @@ func (p *simProc) withTimeout(ctx context.Context, d time.Duration) (context.Con
 	return cctx, func() { stop(); cancel(context.Canceled) }
 }
 
+// block parks the running coroutine until ready holds (Core.Close's
+// waits for its committers and background work).
+func (p *simProc) block(ready func() bool) { p.w.blockCoro(ready) }
+
 // await parks the running coroutine until ch is closed or ctx ends.
 func (p *simProc) await(ctx context.Context, ch <-chan struct{}) error {
 	if ready([]<-chan struct{}{ch}) {

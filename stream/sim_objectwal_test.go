@@ -243,7 +243,7 @@ func (h *simHarness) awaitUp(ps ...*simProc) bool {
 
 // up: alive and its Core open (a broker with the real Object WAL opens as
 // a simulated goroutine).
-func (p *simProc) up() bool { return p.alive && p.core != nil }
+func (p *simProc) up() bool { return p.alive && p.core != nil && !p.closing }
 
 // rawRun is the oracle's view of a committed run's bytes, deleted or not.
 func (h *simHarness) rawRun(prov string, target []byte, start int64) (provider.Run, bool) {
@@ -302,11 +302,13 @@ func TestSimulationReplaysExactly(t *testing.T) {
 		// skip-ok: replaying one seed is a debugging mode, not an environment gap
 		t.Skip("replaying one seed")
 	}
-	defer func() { simObjectWALMode, simLifeMode, simBKWALMode = "", "", "" }()
+	defer func() { simObjectWALMode, simLifeMode, simBKWALMode, simCloseMode = "", "", "", "" }()
 	// The real Object WAL with and without the lifecycle, then the real
 	// BookKeeper WAL (sim_bookkeeper_test.go) on the simulated bookies.
-	for _, mode := range []struct{ ow, bk, life string }{{"on", "off", "off"}, {"on", "off", "on"}, {"off", "on", "off"}} {
-		simObjectWALMode, simBKWALMode, simLifeMode = mode.ow, mode.bk, mode.life
+	// Graceful closes mid-run on the last two (sim_close_test.go).
+	for _, mode := range []struct{ ow, bk, life, close string }{{"on", "off", "off", ""}, {"on", "off", "on", ""},
+		{"off", "on", "off", "on"}, {"on", "on", "off", "on"}} {
+		simObjectWALMode, simBKWALMode, simLifeMode, simCloseMode = mode.ow, mode.bk, mode.life, mode.close
 		for seed := int64(1); seed <= 4; seed++ {
 			a, b := runSimSeed(seed, true), runSimSeed(seed, true)
 			if a.trace != b.trace || a.steps != b.steps {

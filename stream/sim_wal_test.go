@@ -68,6 +68,14 @@ type simWAL struct {
 	// retiredSince: when a pass first found a unit all-retired (this
 	// process's memory, as ReclaimOptions.Grace says).
 	retiredSince map[uint64]time.Time
+	// writes not yet completed (Close fails them)
+	inflight []simWrite
+}
+
+type simWrite struct {
+	e    *simEvent
+	r    *simRun
+	done func(provider.Target, error)
 }
 
 var _ provider.Provider = (*simWAL)(nil)
@@ -94,7 +102,9 @@ func (s *simWAL) Write(run provider.Run, done func(provider.Target, error)) {
 	d.runs[id] = r
 	at := max(w.now+int64(w.jitter(w.faults.maxWALLat)), s.lane[run.Stream]+1)
 	s.lane[run.Stream] = at
-	w.at(at, s.p, func() {
+	var e *simEvent
+	e = w.at(at, s.p, func() {
+		s.forget(e)
 		r.pending = false
 		switch x := w.rng.Float64(); {
 		case x < w.faults.walFail:
@@ -108,6 +118,7 @@ func (s *simWAL) Write(run provider.Run, done func(provider.Target, error)) {
 			done(target(id), nil)
 		}
 	})
+	s.inflight = append(s.inflight, simWrite{e: e, r: r, done: done})
 }
 
 // crash decides the fate of the incarnation's incomplete writes.
@@ -284,7 +295,32 @@ func (s *simWAL) Reclaim(ctx context.Context, judge provider.Judge, opts provide
 	return rep, nil
 }
 
-func (s *simWAL) Close(ctx context.Context) error { return nil }
+func (s *simWAL) forget(e *simEvent) {
+	for i, wr := range s.inflight {
+		if wr.e == e {
+			s.inflight = slices.Delete(s.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// Close fails the writes still in flight (the provider contract: pending
+// writes fail); each may or may not have reached the disk, as at a crash.
+func (s *simWAL) Close(ctx context.Context) error {
+	pending := s.inflight
+	s.inflight = nil
+	for _, wr := range pending {
+		wr.e.canceled = true
+		wr.r.pending = false
+		if s.p.w.chance(0.5) {
+			wr.r.durable = true
+		} else {
+			wr.r.deleted = true
+		}
+		wr.done(nil, errors.New("sim: WAL closed"))
+	}
+	return nil
+}
 
 // rawRun returns a run's bytes whether or not they were deleted (the
 // oracle's view), or false if no write ever made them durable.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -55,6 +56,12 @@ type simEvent struct {
 	fn       func()
 	canceled bool
 	ran      bool
+	// lib: network traffic of a client library the process owns (the
+	// simulated BookKeeper client's bookie answers and resends), which
+	// Core.Close does not own (closeLeftovers)
+	lib bool
+	// from: who scheduled it (with -sim.trace only: closeLeftovers says)
+	from string
 }
 
 type eventQueue []*simEvent
@@ -88,9 +95,26 @@ func (w *simWorld) at(t int64, p *simProc, fn func()) *simEvent {
 	e := &simEvent{at: max(t, w.now), seq: w.seq, proc: p, fn: fn}
 	if p != nil {
 		e.inc = p.inc
+		if w.trace != nil {
+			e.from = callers()
+		}
 	}
 	heap.Push(&w.q, e)
 	return e
+}
+
+// callers names the functions that scheduled an event (debugging aid).
+func callers() string {
+	var pcs [10]uintptr
+	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(3, pcs[:])])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		fmt.Fprintf(&b, " %s:%d", f.Function[strings.LastIndexByte(f.Function, '/')+1:], f.Line)
+		if !more {
+			return b.String()
+		}
+	}
 }
 
 func (w *simWorld) after(d time.Duration, p *simProc, fn func()) *simEvent {
@@ -151,8 +175,13 @@ type simProc struct {
 	ow    *objectwal.Provider // the real Object WAL (seeds with realWAL), or nil
 	// quietStart: started in the quiet phase (no faults: it must come up)
 	quietStart bool
-	meta       *simMeta
-	broker     int
+	// closing: Core.Close is running (sim_close_test.go; not up for the
+	// harness any more); closed: it returned and the process is down
+	closing, closed bool
+	// clientReads: harness reads running as simulated goroutines of p
+	clientReads int
+	meta        *simMeta
+	broker      int
 }
 
 var _ runtime = (*simProc)(nil)

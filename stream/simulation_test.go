@@ -76,12 +76,16 @@ type simHarness struct {
 	realWAL bool
 	// realBK: the brokers' BookKeeper WAL is the real stream/bkwal on the
 	// simulated BookKeeper cluster bk (sim_bookkeeper_test.go), not simWAL.
-	realBK  bool
-	bk      *simBK
-	retain  time.Duration // this seed's retention pass interval
-	brokers []*simProc    // current incarnation per broker
-	streams []*simStream
-	pending []*simPending
+	realBK bool
+	bk     *simBK
+	// closeMidRun: every other crash of the active phase is a graceful
+	// Close instead (sim_close_test.go); downs counts them
+	closeMidRun bool
+	downs       int
+	retain      time.Duration // this seed's retention pass interval
+	brokers     []*simProc    // current incarnation per broker
+	streams     []*simStream
+	pending     []*simPending
 
 	// commitShards is this seed's Config.CommitShards (1–3, from the seed
 	// alone so no other draw moves): rounds of different shards overlap.
@@ -110,6 +114,9 @@ type simStats struct {
 	// and deleted, recoveries that closed a ledger, fences, adds, writers
 	// broken by an add timeout, bookie outages
 	realBKSeeds, bkLedgers, bkDeleted, bkRecoveries, bkFenced, bkAdds, bkBroken, bookieOutages int
+	// graceful shutdowns (Core.Close), and events of a closed process
+	// still queued after its Close returned (timers that can no longer act)
+	closes, closeLeftEvents int
 }
 
 type simStream struct {
@@ -611,7 +618,12 @@ func (h *simHarness) chaos() {
 	st := h.streams[h.w.rng.Intn(len(h.streams))]
 	switch x := h.w.rng.Intn(100); {
 	case x < 4:
-		h.crash(p.broker)
+		h.downs++
+		if h.closeMidRun && h.downs%2 == 0 {
+			h.shutdown(p.broker)
+		} else {
+			h.crash(p.broker)
+		}
 	case x < 10:
 		if h.acquire(st.writer, p) {
 			h.stats.takeovers++
@@ -622,7 +634,11 @@ func (h *simHarness) chaos() {
 		// A read is a simulated goroutine of p: its WAL reads take a round
 		// trip each, so GC and trims of other processes interleave with it.
 		if h.w.coroutines {
-			h.w.spawn(0, p, func() { h.read(p, st, false) })
+			h.w.spawn(0, p, func() {
+				p.clientReads++ // the harness's, not the core's (closeLeftovers)
+				defer func() { p.clientReads-- }()
+				h.read(p, st, false)
+			})
 		} else {
 			h.read(p, st, false) // atomic: no GC to interleave with
 		}
@@ -651,6 +667,7 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	h.setupLifecycle()
 	h.chooseRealWAL()
 	h.chooseRealBK()
+	h.chooseClose()
 	defer func() {
 		if r := recover(); r != nil {
 			h.violate("panic: %v\n%s", r, debug.Stack())
@@ -778,6 +795,12 @@ func runSimSeed(seed int64, trace bool) (res simResult) {
 	}
 	if len(h.violations) > 0 {
 		return
+	}
+	if cmp.Or(simCloseMode, *simClose) != "off" {
+		h.closeAndReopen(audit)
+		if len(h.violations) > 0 {
+			return
+		}
 	}
 	for name, reads := range map[string][]porcupine.Operation{"owner": h.ownerHist, "store": h.storeHist} {
 		hist := append(slices.Clone(h.appendOps), reads...)
@@ -1020,6 +1043,8 @@ func (s *simStats) add(o simStats) {
 	s.bkAdds += o.bkAdds
 	s.bkBroken += o.bkBroken
 	s.bookieOutages += o.bookieOutages
+	s.closes += o.closes
+	s.closeLeftEvents += o.closeLeftEvents
 }
 
 func replayCommand(seed int64) string {

@@ -17,6 +17,7 @@ type headWatch struct {
 	chans   map[ID]chan struct{}
 	started bool
 	cancel  context.CancelFunc
+	done    chan struct{} // closed when the started loop ends
 }
 
 func newHeadWatch(c *Core) *headWatch { return &headWatch{c: c, chans: map[ID]chan struct{}{}} }
@@ -31,8 +32,12 @@ func (w *headWatch) channel(ctx context.Context, id ID) (<-chan struct{}, error)
 			cancel()
 			return nil, err
 		}
-		w.started, w.cancel = true, cancel
-		w.c.rt.goFunc(func() { w.loop(events) })
+		done := make(chan struct{})
+		w.started, w.cancel, w.done = true, cancel, done
+		w.c.rt.goFunc(func() {
+			defer close(done)
+			w.loop(events)
+		})
 	}
 	ch := w.chans[id]
 	if ch == nil {
@@ -77,6 +82,18 @@ func (w *headWatch) fireAll() {
 	for id, ch := range w.chans {
 		close(ch)
 		delete(w.chans, id)
+	}
+}
+
+// wait waits (until ctx ends) for the loop started last to end — the
+// store closes a watch's channel once its context ends (stop) — so Close
+// leaves no goroutine of it behind.
+func (w *headWatch) wait(ctx context.Context) {
+	w.mu.Lock()
+	done := w.done
+	w.mu.Unlock()
+	if done != nil {
+		_ = w.c.rt.await(ctx, done)
 	}
 }
 

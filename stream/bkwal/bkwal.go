@@ -1,6 +1,7 @@
 package bkwal
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -671,6 +673,8 @@ func (p *Provider) Close(ctx context.Context) error {
 		lanes = append(lanes, l)
 	}
 	p.mu.Unlock()
+	// Map order is random; a fixed one lets a simulated Close replay.
+	slices.SortFunc(lanes, func(a, b *lane) int { return cmp.Compare(a.stream, b.stream) })
 	for _, l := range lanes {
 		l.stop()
 	}
@@ -687,6 +691,7 @@ func (p *Provider) Close(ctx context.Context) error {
 		leds = append(leds, led)
 	}
 	p.mu.Unlock()
+	slices.SortFunc(leds, func(a, b *ledger) int { return cmp.Compare(a.id, b.id) })
 	for _, led := range leds {
 		p.seal(led)
 	}

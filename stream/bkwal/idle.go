@@ -1,8 +1,10 @@
 package bkwal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -80,6 +82,8 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 	if len(cands) == 0 {
 		return 0, nil
 	}
+	// Map order is random; a fixed one lets a simulated pass replay.
+	slices.SortFunc(cands, func(a, b idleCandidate) int { return cmp.Compare(a.led.id, b.led.id) })
 	var runs []provider.RunRef
 	var judged []int
 	for i, cd := range cands {

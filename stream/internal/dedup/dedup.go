@@ -145,6 +145,16 @@ func (t *Table) Check(mode Mode, producer string, epoch, first, last int64) (Ver
 	}
 }
 
+// Highest is the highest LastSeq recorded for producer, or -1 when it has
+// none (Monotonic mode: every recorded batch ends above the previous one).
+func (t *Table) Highest(producer string) int64 {
+	p, ok := t.producers[producer]
+	if !ok || len(p.Batches) == 0 {
+		return -1
+	}
+	return p.Batches[len(p.Batches)-1].LastSeq
+}
+
 // Record remembers an accepted append. It must follow an Accept verdict.
 func (t *Table) Record(producer string, epoch int64, b Batch) {
 	t.enc.Store(nil)
