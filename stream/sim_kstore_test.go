@@ -78,10 +78,11 @@ var ksBugs = map[string]kstore.Bug{
 	"index-survives-takeover":       kstore.BugIndexSurvivesTakeover,
 	"checkpoint-after-handover":     kstore.BugCheckpointAfterHandover,
 	"index-ignores-foreign-session": kstore.BugIndexIgnoresForeignSession,
+	"offsets-dropped-on-error":      kstore.BugOffsetsDroppedOnError,
 	"drops-sequence":                kstore.BugDropsSequence,
 }
 
-var ksBugOrder = []string{"lso-ignores-open", "abort-not-indexed", "checkpoint-passes-marker", "index-survives-takeover", "checkpoint-after-handover", "index-ignores-foreign-session", "drops-sequence"}
+var ksBugOrder = []string{"lso-ignores-open", "abort-not-indexed", "checkpoint-passes-marker", "index-survives-takeover", "checkpoint-after-handover", "index-ignores-foreign-session", "offsets-dropped-on-error", "drops-sequence"}
 
 var ksLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -187,6 +188,13 @@ type ksSim struct {
 	pids    map[int64]bool
 	txn     *ksTxn
 	txns    map[int64]*ksTxn
+
+	// the consumer group's committed offsets, per partition: the last
+	// commit acknowledged, and every offset attempted since (a commit
+	// whose outcome is unknown may or may not have applied)
+	offAcked   []int64
+	offTried   []map[int64]bool
+	offLastTry []int64
 }
 
 func (s *ksSim) live(br *ksBroker) bool {
@@ -677,13 +685,64 @@ func (s *ksSim) readCommitted(br *ksBroker, part *kstore.Partition, p int, audit
 					p, e.Offset, t.pid, lso, aborted, from, br.b)
 			}
 		}
-		if len(res.Entries) == 0 || !audit {
+		if !audit {
+			if len(res.Entries) > 0 && rng.Intn(2) == 0 {
+				s.commitOffset(p, min(res.Next, lso))
+			}
+			return
+		}
+		if len(res.Entries) == 0 {
 			return
 		}
 		from = res.Next
 	}
 	if audit && lso != hwm {
 		s.c.Violate("audit: p%d's last stable offset %d via b%d is stuck below the high watermark %d though every transaction ended", p, lso, br.b, hwm)
+	}
+}
+
+// commitOffset commits the consumer group's position on partition p
+// (monotonic, as one consumer's) through any broker: kstore's offsets live
+// in the shared metadata store.
+func (s *ksSim) commitOffset(p int, off int64) {
+	if off <= s.offLastTry[p] {
+		return
+	}
+	br := s.broker(s.c.Rand().Intn(s.c.Brokers()))
+	if br == nil {
+		return
+	}
+	s.offLastTry[p] = off
+	s.offTried[p][off] = true
+	errs := br.st.CommitOffsets(context.Background(), "g", []kstore.OffsetCommit{{Topic: s.topic, Partition: int32(p), Offset: off}})
+	if errs[0] == nil {
+		s.offAcked[p] = off
+		for o := range s.offTried[p] {
+			if o < off {
+				delete(s.offTried[p], o)
+			}
+		}
+	}
+}
+
+// checkOffsets: a fetched offset is the last acknowledged commit or one
+// attempted since; none is missing once a commit was acknowledged.
+func (s *ksSim) checkOffsets(when string, br *ksBroker) {
+	got, err := br.st.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		if when == "audit" {
+			s.c.Violate("audit: fetch offsets: %v", err)
+		}
+		return
+	}
+	for p := 0; p < s.nparts; p++ {
+		o, ok := got[kstore.TopicPartition{Topic: s.topic, Partition: int32(p)}]
+		switch {
+		case !ok && s.offAcked[p] >= 0:
+			s.c.Violate("%s: the group's offset of p%d is missing (acknowledged %d)", when, p, s.offAcked[p])
+		case ok && o.Offset != s.offAcked[p] && !s.offTried[p][o.Offset]:
+			s.c.Violate("%s: the group's offset of p%d is %d: neither the acknowledged %d nor attempted since", when, p, o.Offset, s.offAcked[p])
+		}
 	}
 }
 
@@ -724,6 +783,11 @@ func (s *ksSim) tick() {
 	s.transact()
 	if s.c.Rand().Intn(3) == 0 {
 		s.fetch()
+	}
+	if s.c.Rand().Intn(6) == 0 {
+		if br := s.broker(s.c.Rand().Intn(s.c.Brokers())); br != nil {
+			s.checkOffsets("offset fetch", br)
+		}
 	}
 }
 
@@ -789,6 +853,10 @@ func runKSSeed(seed int64, trace bool) (res ksResult) {
 		s.views[b] = make([]ksPlacement, s.nparts)
 	}
 	s.nextSeq, s.unacked, s.issued = make([]int32, s.nparts), make([][]*ksBatch, s.nparts), make([]int, s.nparts)
+	s.offAcked, s.offLastTry, s.offTried = make([]int64, s.nparts), make([]int64, s.nparts), make([]map[int64]bool, s.nparts)
+	for p := range s.offTried {
+		s.offAcked[p], s.offLastTry[p], s.offTried[p] = -1, -1, map[int64]bool{}
+	}
 	defer func() {
 		c.Recover()
 		res = ksResult{seed: seed, violations: c.Violations(), stats: s.stats, steps: c.Steps(), trace: c.Trace()}
@@ -886,6 +954,9 @@ func (s *ksSim) audit() {
 		s.stats.reloads++
 		s.readCommitted(fresh, part, p, true)
 		s.auditLog(fresh, part, p)
+		if p == 0 {
+			s.checkOffsets("audit", fresh)
+		}
 		// (Not closed: Close waits for its topic watch, an event of the
 		// broker that runs only once the world steps again.)
 	}

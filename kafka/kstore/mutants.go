@@ -45,6 +45,10 @@ const (
 	// still append, without catching up with the log (the second bug the
 	// simulation found in the real code).
 	BugIndexIgnoresForeignSession
+	// BugOffsetsDroppedOnError treats any failure to load a topic in
+	// FetchOffsets as the topic being gone (the third bug the simulation
+	// found): a metadata outage answers "no committed offset".
+	BugOffsetsDroppedOnError
 	// BugDropsSequence appends without the producer sequence (no
 	// idempotence): a producer's retry of a batch whose outcome it did not
 	// know is stored twice.

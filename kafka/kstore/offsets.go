@@ -138,8 +138,16 @@ func (s *Store) FetchOffsets(ctx context.Context, group string) (map[TopicPartit
 		}
 		id, ok := ids[topic]
 		if !ok {
-			if t, err := s.Topic(ctx, topic); err == nil {
+			// Only a topic that is gone drops its offsets. Any other
+			// failure (a metadata outage) is the caller's error: dropping
+			// them would answer "no committed offset" and the consumer
+			// would reset to auto.offset.reset (found by the kstore
+			// simulation, seed 57).
+			t, err := s.Topic(ctx, topic)
+			if err == nil {
 				id = t.ID
+			} else if !errors.Is(err, ErrUnknownTopic) && PlantedBug != BugOffsetsDroppedOnError {
+				return nil, err
 			}
 			ids[topic] = id
 		}
