@@ -73,13 +73,24 @@ type commitMachine struct {
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
 	toIndex          []*indexItem
 	confirmedThrough int64
-	syncWaiters      []*appendOp
+	// Running totals over the unconfirmed items of toIndex (indexDue is
+	// asked at least twice per stream per round; walking toIndex for it
+	// touched every item's descriptor each time).
+	unconfirmed, unconfirmedSize, unconfirmedInherited int
+	// pendBuf is the array behind the Pending lists of the heads this
+	// machine builds (appendPending): len(pendBuf) is how many of its slots
+	// have ever been written, and every head whose Pending lies in it is
+	// no longer than that, so the slot at len(pendBuf) is one no head can
+	// see. A commit appends its descriptor there instead of copying the
+	// whole list.
+	pendBuf     []descriptor
+	syncWaiters []*appendOp
 	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
 	// acknowledgement waits until head.GenThrough passes their end.
 	genWaiters []*appendOp
 
 	fatal error
-	rd    commitReady
+	rd    *commitReady // never nil; takeReady swaps it with spare
 	spare *commitReady
 }
 
@@ -113,6 +124,7 @@ type mutationOp struct {
 
 type indexItem struct {
 	d         descriptor
+	size      int // d.sizeHint(), counted in commitMachine.unconfirmedSize
 	confirmed bool
 	inherited bool // in the head this owner started from: publish at once
 }
@@ -123,7 +135,8 @@ type headCAS struct {
 	ops      []*appendOp
 	desc     descriptor // the commit of ops (when there are any)
 	muts     []*mutationOp
-	renew    bool // the CAS carries a lease renewal
+	renew    bool         // the CAS carries a lease renewal
+	one      [1]*appendOp // ops' array when it carries one append (one per commit with many streams)
 }
 
 // roundReq is one metadata operation of the current round and what its
@@ -186,10 +199,10 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
 		nextCommit: h.Commits + 1, confirmedThrough: h.IndexedThrough,
-		spare: &commitReady{},
+		rd: &commitReady{}, spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
-		m.toIndex = append(m.toIndex, &indexItem{d: d, inherited: true})
+		m.addToIndex(&indexItem{d: d, inherited: true})
 	}
 	if len(m.toIndex) > 0 {
 		m.rd.kick = true
@@ -204,12 +217,12 @@ func (m *commitMachine) takeReady() *commitReady {
 	if m.rd.empty() {
 		return nil
 	}
-	out := m.spare
-	if out == nil {
-		out = &commitReady{}
+	// Swap pointers, not the (pointer-rich) structs.
+	out, next := m.rd, m.spare
+	if next == nil {
+		next = &commitReady{}
 	}
-	m.spare = nil
-	*out, m.rd = m.rd, *out
+	m.rd, m.spare = next, nil
 	return out
 }
 
@@ -502,6 +515,9 @@ func (m *commitMachine) stepRound(results []metadata.Result, batchErr error, now
 			m.onSettleRead(r, err, nowMs)
 		}
 	}
+	// Reuse the array next round (nothing keeps a roundReq).
+	clear(round)
+	m.round = round[:0]
 }
 
 func (m *commitMachine) wakeAt(ms int64) {
@@ -513,16 +529,34 @@ func (m *commitMachine) wakeAt(ms int64) {
 // indexDue reports how many committed runs await index publication and
 // whether they should be published in this round.
 func (m *commitMachine) indexDue() (n int, due bool) {
-	size, inherited := 0, false
-	for _, it := range m.toIndex {
-		if !it.confirmed {
-			n++
-			size += it.d.sizeHint()
-			inherited = inherited || it.inherited
-		}
-	}
-	due = n > 0 && (m.sync || inherited || n >= indexBatchCommits || size >= indexBatchBytes || len(m.head.Pending) >= m.maxPendingRuns/2)
+	n = m.unconfirmed
+	due = n > 0 && (m.sync || m.unconfirmedInherited > 0 || n >= indexBatchCommits || m.unconfirmedSize >= indexBatchBytes ||
+		len(m.head.Pending) >= m.maxPendingRuns/2)
 	return n, due
+}
+
+// addToIndex queues a committed run for index publication.
+func (m *commitMachine) addToIndex(it *indexItem) {
+	it.size = it.d.sizeHint()
+	m.toIndex = append(m.toIndex, it)
+	m.unconfirmed++
+	m.unconfirmedSize += it.size
+	if it.inherited {
+		m.unconfirmedInherited++
+	}
+}
+
+// confirm marks an item's index entry as stored.
+func (m *commitMachine) confirm(it *indexItem) {
+	if it.confirmed {
+		return
+	}
+	it.confirmed = true
+	m.unconfirmed--
+	m.unconfirmedSize -= it.size
+	if it.inherited {
+		m.unconfirmedInherited--
+	}
 }
 
 func (m *commitMachine) prepareIndex() {
@@ -558,7 +592,7 @@ func (m *commitMachine) onIndexResult(group []*indexItem, err error) {
 		return
 	}
 	for _, it := range group {
-		it.confirmed = true
+		m.confirm(it)
 	}
 	m.advanceIndex()
 }
@@ -572,7 +606,11 @@ func mergeable(a, b descriptor) bool {
 func mergeDescriptors(group []*indexItem) descriptor {
 	d := group[0].d
 	d.encV3 = nil // about to change
-	d.Parts = append([]part(nil), d.Parts...)
+	parts := 0
+	for _, it := range group {
+		parts += len(it.d.Parts)
+	}
+	d.Parts = append(make([]part, 0, parts), d.Parts...)
 	for _, it := range group[1:] {
 		n := it.d
 		d.End = n.End
@@ -625,6 +663,78 @@ func (m *commitMachine) droppablePending() int {
 	return n
 }
 
+// pendingRoom is the free capacity a new Pending array gets: a stream's
+// list grows by one descriptor per commit until index publication
+// (indexBatchCommits) lets the next commit drop them.
+const pendingRoom = indexBatchCommits + 1
+
+// appendPending returns list (m.head's Pending, or a list this round
+// built) followed by d. When list is exactly the written prefix of
+// pendBuf, d goes into the next slot, which no head can see (see pendBuf);
+// otherwise — list came from elsewhere (a decoded head), or a head that
+// was never committed wrote past it — list is copied into a new array
+// first. The result's capacity is clipped, so an append on it elsewhere
+// copies.
+func (m *commitMachine) appendPending(list []descriptor, d descriptor) []descriptor {
+	n := len(list)
+	if n != len(m.pendBuf) || n == cap(m.pendBuf) || (n > 0 && &list[0] != &m.pendBuf[0]) {
+		buf := make([]descriptor, n, n+pendingRoom)
+		copy(buf, list)
+		m.pendBuf = buf
+	}
+	m.pendBuf = append(m.pendBuf, d)
+	return m.pendBuf[: n+1 : n+1]
+}
+
+// filterPending returns the descriptors of list not yet confirmed in the
+// index (keep of them), in a new array with room for the next commits.
+func (m *commitMachine) filterPending(list []descriptor, keep int) []descriptor {
+	kept := make([]descriptor, 0, keep+pendingRoom)
+	for _, d := range list {
+		if d.End > m.confirmedThrough {
+			kept = append(kept, d)
+		}
+	}
+	m.pendBuf = kept
+	return kept[:len(kept):len(kept)]
+}
+
+// cachePending gives every descriptor of next's Pending its v3 encoding
+// against its predecessor, so each is encoded once and copied by every
+// later head write. Descriptors next shares with m.head (committed, so
+// possibly being read elsewhere) are never written: they were cached when
+// this machine appended them, unless m.head was decoded from the store;
+// then the list is copied first, once.
+func (m *commitMachine) cachePending(next *head) {
+	shared := 0
+	if cur := m.head.Pending; len(cur) > 0 && len(next.Pending) > 0 && &cur[0] == &next.Pending[0] {
+		shared = len(cur)
+	}
+	for i := range next.Pending {
+		var prev *descriptor
+		if i > 0 {
+			prev = &next.Pending[i-1]
+		}
+		d := &next.Pending[i]
+		if d.encV3 != nil && d.encV3Prev == keyOf(prev) {
+			continue
+		}
+		if i < shared {
+			n := len(next.Pending)
+			buf := make([]descriptor, n, n+pendingRoom)
+			copy(buf, next.Pending)
+			m.pendBuf = buf
+			next.Pending = buf[:n:n]
+			shared = 0
+			if i > 0 {
+				prev = &next.Pending[i-1]
+			}
+			d = &next.Pending[i]
+		}
+		d.cachePendingV3(prev)
+	}
+}
+
 func (m *commitMachine) prepareHead(nowMs int64) {
 	// Ready appends: the contiguous prefix whose WAL writes completed.
 	ready := 0
@@ -640,25 +750,19 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 		}
 		ready++
 	}
-	if ready > 0 && len(m.head.Pending) >= m.maxPendingRuns && m.droppablePending() == 0 {
+	dropped := m.droppablePending()
+	if ready > 0 && len(m.head.Pending) >= m.maxPendingRuns && dropped == 0 {
 		// Index publication lags (a commit adds one descriptor to the head
 		// however many runs it carries): hold appends until it catches up;
 		// its confirmation kicks this stream again.
 		ready = 0
 	}
-	dropped := m.droppablePending()
 	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
 		return
 	}
-	next := m.head.clone()
+	next := m.head.clone() // next.Pending shares m.head's (read-only)
 	if dropped > 0 {
-		kept := next.Pending[:0]
-		for _, d := range next.Pending {
-			if d.End > m.confirmedThrough {
-				kept = append(kept, d)
-			}
-		}
-		next.Pending = kept
+		next.Pending = m.filterPending(next.Pending, len(next.Pending)-dropped)
 		next.IndexedThrough = max(next.IndexedThrough, m.confirmedThrough)
 	}
 	cas := &headCAS{next: next, expected: m.version}
@@ -693,6 +797,9 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	}
 	if ready > 0 {
 		// One descriptor for all of this round's runs of the stream.
+		if ready == 1 {
+			cas.ops = cas.one[:0]
+		}
 		d := descriptor{Start: m.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
 			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider}
 		for _, op := range m.queue[:ready] {
@@ -709,7 +816,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = append(cas.ops, op)
 		}
 		d.CumBytes = next.CommittedBytes + d.Bytes
-		next.Pending = append(next.Pending, d)
+		next.Pending = m.appendPending(next.Pending, d)
 		next.End = d.End
 		next.CommittedBytes = d.CumBytes
 		next.Commits = d.Commit
@@ -722,15 +829,7 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 		// Committing refreshes the session lease.
 		next.Session.ExpiresMs = max(next.Session.ExpiresMs, nowMs+m.sessionTTLMs)
 	}
-	// Each Pending descriptor is encoded once against its predecessor and
-	// copied by every later head write (next's Pending is its own array).
-	for i := range next.Pending {
-		var prev *descriptor
-		if i > 0 {
-			prev = &next.Pending[i-1]
-		}
-		next.Pending[i].cachePendingV3(prev)
-	}
+	m.cachePending(next)
 	m.round = append(m.round, roundReq{kind: roundHeadCAS, cas: cas,
 		op: metadata.Op{Kind: metadata.OpPut, Key: m.headKey, Value: next.encode(), Expected: m.version}})
 }
@@ -782,7 +881,7 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	if n := len(cas.ops); n > 0 {
 		clear(m.queue[:n])
 		m.queue = m.queue[n:]
-		m.toIndex = append(m.toIndex, &indexItem{d: cas.desc})
+		m.addToIndex(&indexItem{d: cas.desc})
 	}
 	for _, op := range cas.ops {
 		m.rd.committedRuns = append(m.rd.committedRuns, op.run)

@@ -142,7 +142,8 @@ func (cm *committer) gather() *round {
 			o.kicked = false
 		}
 		cm.mu.Unlock()
-		r := &round{}
+		// Sized for one op per stream, the common case.
+		r := &round{owners: make([]*owner, 0, len(dirty)), counts: make([]int, 0, len(dirty)), ops: make([]metadata.Op, 0, len(dirty))}
 		now := cm.c.nowMs()
 		for _, o := range dirty {
 			o.mu.Lock()

@@ -429,10 +429,17 @@ func newHead(nr nameRecord) *head {
 // shared, not copied: committed heads are never mutated, and the one caller
 // that records sequences (the commit round) copies it first with
 // ownProducers, so streams without producer sequences pay nothing.
+//
+// Pending is shared too (copying it was most of what a commit allocated:
+// every descriptor of the head, once per commit). A head's Pending list is
+// never modified in place, neither an element nor the slice: whoever
+// changes it assigns a new slice (the commit machine builds it with
+// appendPending / filterPending, which write only slots no existing head
+// can see). The clone's capacity is clipped, so even an append on it
+// copies instead of writing into h's array.
 func (h *head) clone() *head {
 	c := *h
-	// Room for the descriptor the next commit appends.
-	c.Pending = append(make([]descriptor, 0, len(h.Pending)+1), h.Pending...)
+	c.Pending = h.Pending[:len(h.Pending):len(h.Pending)]
 	c.GenPending = append([]descriptor(nil), h.GenPending...)
 	c.producersOwned = false
 	return &c
