@@ -280,6 +280,22 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 		verdict, orig := m.projProducers.Check(dedup.Mode(q.Mode), q.Producer, q.Epoch, q.FirstSeq, q.LastSeq)
 		switch verdict {
 		case dedup.Duplicate:
+			if orig.Start < 0 && !m.olderDuplicateCommitted(q) {
+				// The projection's window dropped this sequence while
+				// later ones are queued, and the committed table does not
+				// cover it: it is not known stored. Join the queued
+				// append that carries it, or fail (not committed) so the
+				// client resends once the queue has resolved. Answering
+				// (-1, -1) here would acknowledge an append whose queued
+				// original may still fail.
+				if op := m.queuedWithSequence(q); op != nil {
+					m.rd.counters.duplicates++
+					op.dupOf = append(op.dupOf, f)
+					return
+				}
+				m.resolve(f, AppendResult{}, fmt.Errorf("%w: sequence %d..%d of producer %q is below its queued appends and not committed; not committed", ErrStorageUnavailable, q.FirstSeq, q.LastSeq, q.Producer))
+				return
+			}
 			m.rd.counters.duplicates++
 			if orig.End <= m.head.End {
 				m.resolve(f, AppendResult{Start: orig.Start, End: orig.End, Duplicate: true}, nil)
@@ -317,6 +333,24 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	m.queue = append(m.queue, op)
 	m.rd.counters.admitted++
 	m.rd.writes = append(m.rd.writes, op)
+}
+
+// olderDuplicateCommitted reports whether a sequence older than the
+// projection's window is covered by the committed producer table: only then
+// is it a duplicate of something stored (Pulsar's answer for it is (-1, -1)).
+func (m *commitMachine) olderDuplicateCommitted(q *ProducerSequence) bool {
+	return m.head.Producers.Highest(q.Producer) >= q.LastSeq
+}
+
+// queuedWithSequence returns the queued (uncommitted) append that carries
+// exactly q's sequences, if any.
+func (m *commitMachine) queuedWithSequence(q *ProducerSequence) *appendOp {
+	for _, op := range m.queue {
+		if s := op.seq; s != nil && s.Producer == q.Producer && s.FirstSeq == q.FirstSeq && s.LastSeq == q.LastSeq {
+			return op
+		}
+	}
+	return nil
 }
 
 // walDone reports op's WAL write outcome. An error (failed, or outcome

@@ -219,3 +219,60 @@ func TestMonotonicAfterFailedPredecessorIsNotAdmitted(t *testing.T) {
 		t.Fatalf("resend of 2 after 1: %d WAL writes", len(rd.writes))
 	}
 }
+
+// TestMonotonicResendBelowTheWindowJoinsItsQueuedOriginal: a producer has
+// more appends queued than the dedup window holds (5), and its connection
+// drops; the client resends from the first. That sequence is below the
+// projection's window but only queued, not committed: the resend must wait
+// for its original, not be answered (-1, -1) at once — if the original
+// then fails, the client was told "stored" for bytes that never were
+// (found by the managedledger simulation once it counted (-1, -1) answers
+// as acknowledgements, as Pulsar clients do).
+func TestMonotonicResendBelowTheWindowJoinsItsQueuedOriginal(t *testing.T) {
+	nr := nameRecord{ID: 7, Name: "s", Profile: ObjectWALAsyncObject}
+	h := newHead(nr)
+	h.Session = sessionRecord{Epoch: 1, Token: 11, Writer: "w\x00i", ExpiresMs: 10_000}
+	sess := Session{Stream: 7, Epoch: 1, Token: 11, WriterID: "w"}
+	m := newCommitMachine(h, 5, sess, "mem", 30_000, 256)
+	appendSeq := func(n int64) *AppendFuture {
+		f := NewAppendFuture()
+		m.admit(sess, AppendRequest{ExpectedStart: -1, Entries: []Entry{{Payload: []byte("x"), RecordCount: 1}},
+			Sequence: &ProducerSequence{Mode: SequenceMonotonic, Producer: "p", FirstSeq: n, LastSeq: n}}, f)
+		return f
+	}
+	var ops []*appendOp
+	for n := int64(1); n <= 7; n++ {
+		appendSeq(n)
+		rd := m.takeReady()
+		ops = append(ops, rd.writes...)
+		m.recycleReady(rd)
+	}
+	if len(ops) != 7 {
+		t.Fatalf("%d WAL writes for 7 appends", len(ops))
+	}
+	resend := appendSeq(1)
+	rd := m.takeReady()
+	if len(rd.resolves) != 0 || len(rd.writes) != 0 {
+		t.Fatalf("resend of 1 below the window: %d resolutions, %d writes; want it to wait for its queued original", len(rd.resolves), len(rd.writes))
+	}
+	m.recycleReady(rd)
+	// The original's WAL write fails: the resend fails with it.
+	m.walDone(ops[0], nil, errors.New("bookie down"))
+	for i, op := range ops[1:] {
+		m.walDone(op, provider.Target("t"+strconv.Itoa(i)), nil)
+	}
+	m.prepareRound(nil, 1000)
+	rd = m.takeReady()
+	found := false
+	for _, r := range rd.resolves {
+		if r.future == resend {
+			found = true
+			if CommitCertainty(r.err) == Committed {
+				t.Fatalf("resend answered committed (%+v) though its original failed", r.result)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the resend was not resolved with its failed original")
+	}
+}

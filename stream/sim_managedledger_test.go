@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +115,10 @@ type mlPub struct {
 	fut      *stream.AppendFuture
 	o        *mlOwner
 	deadline time.Time
+	// seenAt: when the client sees the resolved answer (dedup seeds: a
+	// receipt or error takes time to arrive, and sends issued meanwhile
+	// are already on the wire); zero until the future resolved.
+	seenAt time.Time
 }
 
 type mlSim struct {
@@ -129,8 +135,19 @@ type mlSim struct {
 	// dedup: the producer publishes with Pulsar producer sequences and
 	// retries every publish whose outcome it does not know (or that
 	// failed) with the same sequence, across crashes and takeovers.
-	dedup    bool
-	retries  []*mlPub
+	dedup   bool
+	retries []*mlPub
+	// The broker's per-producer admission state, as pulsar/topic.go keeps
+	// it: the LastSeq of the previous send (valid when sent), so a send
+	// after a failed one fails with it (stream.ProducerSequence.After). A
+	// new producer (a reconnect after a send error, or a new owner) starts
+	// without it.
+	sent    bool
+	lastSeq int64
+	// dupAcked: publishes answered as duplicates older than the window
+	// (-1, -1), which the Pulsar client reports as acknowledged: each must
+	// be in the log.
+	dupAcked map[string]bool
 	ledgerID int64 // the topic's ledger ID, once known
 	pending  []*mlPub
 	// acknowledged publishes: payload -> position
@@ -206,6 +223,7 @@ func (s *mlSim) open(b int) {
 		s.zombie = append(s.zombie, old)
 	}
 	s.own = o
+	s.sent = false // a new owner: the producer connects anew
 	s.c.Tracef("ml topic opened on b%d inc %d epoch %d: cursor ackedBelow %d", b, o.inc, s.epoch, cur.AckedBelow())
 	s.checkStored("open")
 	// A reopened cursor holds every confirmed acknowledgement and
@@ -282,7 +300,9 @@ func (s *mlSim) publish(o *mlOwner) {
 	s.stats.publishes++
 	var seq *stream.ProducerSequence
 	if p.seq > 0 {
-		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: "producer-1", FirstSeq: p.seq, LastSeq: p.seq}
+		seq = &stream.ProducerSequence{Mode: stream.SequenceMonotonic, Producer: "producer-1", FirstSeq: p.seq, LastSeq: p.seq,
+			HasAfter: s.sent && !mlNoAdmissionCheck, After: s.lastSeq}
+		s.sent, s.lastSeq = true, p.seq
 	}
 	p.fut = o.l.AppendAsync(stream.Entry{Payload: []byte(p.payload), RecordCount: uint32(p.count), Timestamp: s.c.Now().UnixMilli()}, seq)
 	s.counts[p.payload] = p.count
@@ -290,26 +310,55 @@ func (s *mlSim) publish(o *mlOwner) {
 	s.c.Tracef("ml publish %s (%d msgs) via b%d", p.payload[:strings.IndexByte(p.payload, '|')], p.count, o.broker)
 }
 
-// retry queues p for another attempt with its sequence (dedup seeds).
+// retry queues p for another attempt with its sequence (dedup seeds), in
+// sequence order: a Pulsar client resends its pending messages in order on
+// its next connection, before any new one.
 func (s *mlSim) retry(p *mlPub) {
 	if s.dedup && p.tries < 4 {
-		s.retries = append(s.retries, p)
+		i, _ := slices.BinarySearchFunc(s.retries, p.seq, func(q *mlPub, seq int64) int { return cmp.Compare(q.seq, seq) })
+		s.retries = slices.Insert(s.retries, i, p)
 	}
 }
 
-// poll settles the publishes whose futures resolved.
+// poll settles the publishes whose futures resolved. With producer
+// sequences it models the client's connection: a send that failed or whose
+// outcome is unknown closes it (the client reconnects), as does the topic
+// moving to another owner; every send still pending on the closed
+// connection is then resent in order on the next one (its first answer is
+// ignored, as the client ignores a closed connection's receipts).
 func (s *mlSim) poll() {
+	reconnect := false
 	keep := s.pending[:0]
 	for _, p := range s.pending {
+		if s.dedup && p.o != s.own {
+			reconnect = true
+		}
 		select {
 		case <-p.fut.Done():
+			if s.dedup && !s.quiet {
+				if p.seenAt.IsZero() {
+					p.seenAt = s.c.Now().Add(time.Duration(s.c.Rand().Intn(4000)) * time.Microsecond)
+				}
+				if s.c.Now().Before(p.seenAt) {
+					keep = append(keep, p)
+					continue
+				}
+			}
 			r, err := p.fut.Wait(context.Background())
+			if err != nil {
+				s.c.Tracef("ml publish %s try %d: %v", p.payload[:strings.IndexByte(p.payload, '|')], p.tries, err)
+			}
 			switch stream.CommitCertainty(err) {
 			case stream.Committed:
 				if r.Duplicate {
 					s.stats.duplicates++
 					if r.Start < 0 {
-						break // dropped as a duplicate of a later sequence: says nothing about this one
+						// Older than the window: the client counts it
+						// acknowledged, so it must have been stored.
+						s.dupAcked[p.payload] = true
+						s.stats.acked++
+						s.c.Tracef("ml publish %s acked as an old duplicate (-1:-1)", p.payload[:strings.IndexByte(p.payload, '|')])
+						break
 					}
 				}
 				pos := p.o.l.PositionOf(r.Start)
@@ -321,9 +370,11 @@ func (s *mlSim) poll() {
 				s.c.Tracef("ml publish acked at %d:%d dup=%v", pos.LedgerID, pos.EntryID, r.Duplicate)
 			case stream.MaybeCommitted:
 				s.stats.unknown++
+				reconnect = true
 				s.retry(p)
 			default:
 				s.stats.failed++
+				reconnect = true
 				s.retry(p)
 				if errors.Is(err, stream.ErrFenced) && p.o == s.own && s.live(p.o) {
 					p.o.l.DropWriter()
@@ -334,12 +385,21 @@ func (s *mlSim) poll() {
 		}
 		if !s.live(p.o) || (!s.quiet && s.c.Now().After(p.deadline)) {
 			s.stats.unknown++ // the broker died or the client gave up: maybe committed
+			reconnect = true
 			s.retry(p)
 			continue
 		}
 		keep = append(keep, p)
 	}
 	s.pending = keep
+	if reconnect && s.dedup {
+		for _, p := range s.pending {
+			s.stats.unknown++
+			s.retry(p)
+		}
+		s.pending = s.pending[:0]
+		s.sent = false // a new connection: a new producer on the broker
+	}
 }
 
 // consume dispatches what o's cursor says is unacknowledged from its read
@@ -502,7 +562,7 @@ type mlResult struct {
 
 func runMLSeed(seed int64, trace bool) (res mlResult) {
 	c := stream.NewSimCluster(seed, 2+int(uint64(seed)%2), trace)
-	s := &mlSim{c: c, ackedAt: map[string]managedledger.Position{}, counts: map[string]int64{}, everAck: map[int64]bool{}, confirmed: map[int64]mlConfirm{}}
+	s := &mlSim{c: c, ackedAt: map[string]managedledger.Position{}, dupAcked: map[string]bool{}, counts: map[string]int64{}, everAck: map[int64]bool{}, confirmed: map[int64]mlConfirm{}}
 	s.topic, _ = managedledger.ParseTopicName("persistent://public/default/t")
 	s.profile = stream.SimProfiles[c.Rand().Intn(len(stream.SimProfiles))]
 	s.dedup = c.Rand().Intn(2) == 0
@@ -597,6 +657,11 @@ func (s *mlSim) audit() {
 			s.c.Violate("audit: acknowledged publish %q missing from the log", payload)
 		}
 	}
+	for payload := range s.dupAcked {
+		if _, ok := seen[payload]; !ok {
+			s.c.Violate("audit: publish %q acknowledged as an old duplicate (-1:-1) is missing from the log", payload)
+		}
+	}
 	cur, _, err := l.OpenCursor(ctx, "sub", func() (int64, error) { return 0, nil })
 	if err != nil {
 		s.c.Violate("audit: open cursor: %v", err)
@@ -676,6 +741,12 @@ func mlReplay(seed int64, mutant string) string {
 	return cmd
 }
 
+// mlNoAdmissionCheck plants the Pulsar front end's session-10 bug in the
+// simulated producer: sends carry no ProducerSequence.After, so after a
+// failed send a later one can commit and turn the failed one's resend into
+// a (-1, -1) "duplicate" that was never stored.
+var mlNoAdmissionCheck bool
+
 // TestSimulationManagedLedger runs the Pulsar storage boundary through as
 // many seeds as fit in its time box (or -sim.ml.seeds), or replays
 // -sim.ml.seed.
@@ -735,6 +806,16 @@ func TestSimulationManagedLedgerCatchesPlantedBugs(t *testing.T) {
 		}
 		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s (replay: %s)", name, run.failed.seed, run.seeds,
 			time.Since(start).Round(time.Millisecond), v, mlReplay(run.failed.seed, name))
+	}
+	managedledger.PlantedBug = managedledger.BugNone
+	mlNoAdmissionCheck = true
+	defer func() { mlNoAdmissionCheck = false }()
+	start := time.Now()
+	if run := runMLSeeds(1, 0, per); run.failed == nil {
+		t.Errorf("the front end without the admission check survived %d seeds (%v)", run.seeds, per)
+	} else {
+		t.Logf("front end without the admission check caught by seed %d after %d seeds in %v: %s", run.failed.seed, run.seeds,
+			time.Since(start).Round(time.Millisecond), run.failed.violations[0])
 	}
 }
 
