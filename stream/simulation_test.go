@@ -1118,14 +1118,7 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 		// The core's planted bugs run on the provider models (the seeds
 		// they were tuned on; the real Object WAL has its own below).
 		simObjectWALMode = "off"
-		start := time.Now()
-		run := runSeeds(1, 0, per)
-		if run.failed == nil {
-			t.Errorf("planted bug %v survived %d seeds (%v)", b, run.seeds, per)
-			continue
-		}
-		t.Logf("planted bug %v caught by seed %d after %d seeds in %v: %s", b, run.failed.seed, run.seeds,
-			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
+		expectCaught(t, b.String(), per)
 	}
 	// The real Object WAL's planted bugs (stream/objectwal/mutants.go), on
 	// seeds that run it (sim_objectwal_test.go) without the lifecycle.
@@ -1136,14 +1129,7 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 			continue
 		}
 		objectwal.PlantedBug, simObjectWALMode, simLifeMode = b, "on", "off"
-		start := time.Now()
-		run := runSeeds(1, 0, per)
-		if run.failed == nil {
-			t.Errorf("planted bug %s survived %d seeds (%v)", name, run.seeds, per)
-			continue
-		}
-		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
-			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
+		expectCaught(t, name, per)
 	}
 	// The real BookKeeper WAL's planted bugs (stream/bkwal/mutants.go), on
 	// seeds that run it on the simulated BookKeeper (sim_bookkeeper_test.go)
@@ -1155,15 +1141,22 @@ func TestSimulationCatchesPlantedBugs(t *testing.T) {
 			continue
 		}
 		bkwal.PlantedBug, simBKWALMode, simObjectWALMode, simLifeMode = b, "on", "off", "off"
-		start := time.Now()
-		run := runSeeds(1, 0, per)
-		if run.failed == nil {
-			t.Errorf("planted bug %s survived %d seeds (%v)", name, run.seeds, per)
-			continue
-		}
-		t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
-			time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
+		expectCaught(t, name, per)
 	}
+}
+
+// expectCaught runs seeds for at most per with the planted bug already set
+// and fails the test unless some seed catches it.
+func expectCaught(t *testing.T, name string, per time.Duration) {
+	t.Helper()
+	start := time.Now()
+	run := runSeeds(1, 0, per)
+	if run.failed == nil {
+		t.Errorf("planted bug %s survived %d seeds (%v)", name, run.seeds, per)
+		return
+	}
+	t.Logf("planted bug %s caught by seed %d after %d seeds in %v: %s", name, run.failed.seed, run.seeds,
+		time.Since(start).Round(time.Millisecond), firstLine(run.failed.violations[0]))
 }
 
 func bkwalBugName(b bkwal.Bug) string {
