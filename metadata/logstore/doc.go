@@ -2,7 +2,8 @@
 // log-structured: every commit is one append of checksummed records to a
 // log file and one fdatasync; all live records are held in memory in a
 // B-tree; recovery is the newest snapshot plus a replay of the logs after
-// it; compaction writes a new snapshot off the commit path.
+// it; compaction writes a new snapshot off the commit path. It is what
+// `nereus serve --metadata log` opens in <data-dir>/metadata.log/.
 //
 // Why not boltstore: a bbolt commit is two serial flushes (data pages,
 // then the meta page) and rewrites every B+tree page it touched, which at
