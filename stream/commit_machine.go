@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/internal/dedup"
@@ -113,6 +114,10 @@ type appendOp struct {
 	target   provider.Target
 	walErr   error
 	sent     bool
+	// Driver-owned timestamps for the append_stage metric (the machine
+	// never reads them): written before the op is submitted / before
+	// walDone is stepped, both under the owner's lock.
+	submittedAt, walDoneAt time.Time
 }
 
 type mutationOp struct {
@@ -385,7 +390,11 @@ func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
 }
 
 func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
-	m.resolve(op.future, r, err)
+	if op.future != nil && err == nil && !op.walDoneAt.IsZero() {
+		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneAt: op.walDoneAt})
+	} else {
+		m.resolve(op.future, r, err)
+	}
 	for _, f := range op.dupOf {
 		if err != nil {
 			m.resolve(f, AppendResult{}, err)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -82,6 +83,9 @@ type resolution struct {
 	future *AppendFuture
 	result AppendResult
 	err    error
+	// walDoneAt: when the append's WAL write completed (a committed
+	// append's commit stage is measured from it); zero for others.
+	walDoneAt time.Time
 }
 
 // indexProbe asks the driver to scan the offset index for the first entry

@@ -176,8 +176,16 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	}
 	for _, op := range rd.writes {
 		op := op
+		// Read back by the callback, which the provider can only call
+		// after Write received the run (so after this store).
+		op.submittedAt = c.rt.now()
 		o.prov.Write(op.run, func(t provider.Target, err error) {
+			now := c.rt.now()
 			o.mu.Lock()
+			if err == nil && !op.submittedAt.IsZero() {
+				op.walDoneAt = now
+				c.metrics.observeStage(stageWAL, now.Sub(op.submittedAt))
+			}
 			o.m.walDone(op, t, err)
 			o.flushLocked()
 		})
@@ -194,7 +202,14 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	for _, r := range rd.releases {
 		o.prov.Release(r.target, r.committed)
 	}
+	var now time.Time
 	for _, r := range rd.resolves {
+		if !r.walDoneAt.IsZero() {
+			if now.IsZero() {
+				now = c.rt.now()
+			}
+			c.metrics.observeStage(stageCommit, now.Sub(r.walDoneAt))
+		}
 		r.future.Resolve(r.result, r.err)
 	}
 	for _, mo := range rd.mutDone {

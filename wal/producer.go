@@ -313,6 +313,7 @@ type appendGroup struct {
 	bytes      int
 	startIndex int // index of the first record in its segment (set at seal)
 	d          *Durability
+	at         time.Time // when Append queued it (the append_stage metric)
 }
 
 // pipeSegment is one sealed segment: planned by the sealer, uploaded by a
@@ -327,11 +328,13 @@ type pipeSegment struct {
 	metas       []RecordMeta
 	records     int
 	frameBytes  int
+	sealedAt    time.Time // set by the sealer (the append_stage metric)
 
-	uploaded  chan struct{}
-	uploadErr error
-	spans     []frameSpan
-	objBytes  int
+	uploaded   chan struct{}
+	uploadErr  error
+	spans      []frameSpan
+	objBytes   int
+	uploadedAt time.Time // the worker's clock when the PUT returned
 }
 
 // Producer is the epoch-fenced single-writer primary. It accepts opaque framed
@@ -548,12 +551,13 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 		if p.inFlightBatches == 0 ||
 			(p.inFlightBytes+size <= p.cfg.MaxInFlightBytes && p.inFlightBatches < p.cfg.MaxInFlightBatches) {
 			d := &Durability{done: make(chan struct{}), n: len(records), rt: p.rt}
+			now := p.now()
 			first := len(p.pending) == 0
 			if first {
-				p.pendingSince = p.now()
+				p.pendingSince = now
 				p.pendingIdle = p.inFlightBatches == 0
 			}
-			p.pending = append(p.pending, &appendGroup{records: records, meta: meta, bytes: size, d: d})
+			p.pending = append(p.pending, &appendGroup{records: records, meta: meta, bytes: size, d: d, at: now})
 			p.pendingBytes += size
 			p.inFlightBytes += size
 			p.inFlightBatches++
@@ -767,7 +771,8 @@ func (p *Producer) groupReadyLocked(age time.Duration) (ready bool, more time.Du
 // upload and commit. Consecutive groups with equal metadata share one
 // RecordMeta range, so the manifest grows per segment, not per Append.
 func (p *Producer) seal(batch []*appendGroup) {
-	nowMs := p.now().UnixMilli()
+	now := p.now()
+	nowMs := now.UnixMilli()
 	flushID := p.flushSeq
 	p.flushSeq++
 	var segs []*pipeSegment
@@ -779,7 +784,7 @@ func (p *Producer) seal(batch []*appendGroup) {
 	for _, g := range batch {
 		size := g.bytes + frameHeaderSize*len(g.records)
 		if cur == nil || cur.frameBytes+size > limit {
-			cur = &pipeSegment{flushID: flushID, uploaded: make(chan struct{})}
+			cur = &pipeSegment{flushID: flushID, uploaded: make(chan struct{}), sealedAt: now}
 			segs = append(segs, cur)
 		}
 		g.startIndex = cur.records
@@ -815,6 +820,7 @@ func (p *Producer) uploadLoop() {
 			return
 		}
 		p.upload(s)
+		s.uploadedAt = p.now()
 		p.mu.Lock()
 		p.uploading--
 		// With GroupCommit the pipeline has room again: what arrived
@@ -1036,6 +1042,7 @@ func (p *Producer) commitBatch(batch []*pipeSegment) {
 // its own first record and its placement, and releases their budget.
 func (p *Producer) resolve(s *pipeSegment, base uint64) {
 	var size, records int
+	p.met.observeStages(s, p.now())
 	for i, g := range s.groups {
 		var pl *Placement
 		if s.spans != nil {
