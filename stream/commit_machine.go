@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/internal/dedup"
@@ -114,10 +113,11 @@ type appendOp struct {
 	target   provider.Target
 	walErr   error
 	sent     bool
-	// Driver-owned timestamps for the append_stage metric (the machine
-	// never reads them): written before the op is submitted / before
-	// walDone is stepped, both under the owner's lock.
-	submittedAt, walDoneAt time.Time
+	// Driver-owned timestamps (unix nanos of the runtime's clock) for the
+	// append_stage metric; the machine only carries walDoneNs into the
+	// resolution. Written before the op is submitted / before walDone is
+	// stepped under the owner's lock.
+	submittedNs, walDoneNs int64
 }
 
 type mutationOp struct {
@@ -390,8 +390,8 @@ func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
 }
 
 func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
-	if op.future != nil && err == nil && !op.walDoneAt.IsZero() {
-		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneAt: op.walDoneAt})
+	if op.future != nil && err == nil && op.walDoneNs != 0 {
+		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
 	} else {
 		m.resolve(op.future, r, err)
 	}

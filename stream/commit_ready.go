@@ -2,7 +2,6 @@ package stream
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -83,9 +82,9 @@ type resolution struct {
 	future *AppendFuture
 	result AppendResult
 	err    error
-	// walDoneAt: when the append's WAL write completed (a committed
-	// append's commit stage is measured from it); zero for others.
-	walDoneAt time.Time
+	// walDoneNs: when the append's WAL write completed, unix nanos (a
+	// committed append's commit stage is measured from it); 0 for others.
+	walDoneNs int64
 }
 
 // indexProbe asks the driver to scan the offset index for the first entry

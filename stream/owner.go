@@ -178,13 +178,13 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 		op := op
 		// Read back by the callback, which the provider can only call
 		// after Write received the run (so after this store).
-		op.submittedAt = c.rt.now()
+		op.submittedNs = c.rt.now().UnixNano()
 		o.prov.Write(op.run, func(t provider.Target, err error) {
-			now := c.rt.now()
+			now := c.rt.now().UnixNano()
 			o.mu.Lock()
-			if err == nil && !op.submittedAt.IsZero() {
-				op.walDoneAt = now
-				c.metrics.observeStage(stageWAL, now.Sub(op.submittedAt))
+			if err == nil && op.submittedNs != 0 {
+				op.walDoneNs = now
+				c.metrics.observeStage(stageWAL, time.Duration(now-op.submittedNs))
 			}
 			o.m.walDone(op, t, err)
 			o.flushLocked()
@@ -202,13 +202,13 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	for _, r := range rd.releases {
 		o.prov.Release(r.target, r.committed)
 	}
-	var now time.Time
+	var now int64
 	for _, r := range rd.resolves {
-		if !r.walDoneAt.IsZero() {
-			if now.IsZero() {
-				now = c.rt.now()
+		if r.walDoneNs != 0 {
+			if now == 0 {
+				now = c.rt.now().UnixNano()
 			}
-			c.metrics.observeStage(stageCommit, now.Sub(r.walDoneAt))
+			c.metrics.observeStage(stageCommit, time.Duration(now-r.walDoneNs))
 		}
 		r.future.Resolve(r.result, r.err)
 	}
