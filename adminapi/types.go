@@ -58,10 +58,10 @@ type DegradedComponent struct {
 // StorageBackend describes one store the server runs on. It never carries
 // credentials.
 type StorageBackend struct {
-	// Kind is "file" or "s3" for the object store, "bolt" or "etcd" for
-	// the metadata store.
+	// Kind is "file" or "s3" for the object store, "bolt", "log" or "etcd"
+	// for the metadata store.
 	Kind string `json:"kind"`
-	// Location is where the data lives: a path for "file" and "bolt",
+	// Location is where the data lives: a path for "file", "bolt" and "log",
 	// "s3://BUCKET/PREFIX/" for "s3", "etcd://ENDPOINTS/PREFIX/" for "etcd".
 	Location string `json:"location"`
 	// Endpoint is the S3 endpoint URL when one is configured (empty: AWS).

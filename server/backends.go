@@ -23,6 +23,7 @@ import (
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/boltstore"
 	"github.com/nereusstream/nereus-go/metadata/etcdstore"
+	"github.com/nereusstream/nereus-go/metadata/logstore"
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/objectstore/s3store"
@@ -34,6 +35,7 @@ const (
 	ObjectStoreFile = "file"
 	objectStoreS3   = "s3"
 	MetadataBolt    = "bolt"
+	MetadataLog     = "log"
 	metadataEtcd    = "etcd"
 	// DefaultEtcdPrefix namespaces Nereus' keys in etcd when the
 	// --metadata URL names no prefix.
@@ -58,7 +60,7 @@ func (s objectStoreSpec) identity() string {
 
 // metadataSpec is a parsed --metadata value.
 type metadataSpec struct {
-	kind      string   // MetadataBolt or metadataEtcd
+	kind      string   // MetadataBolt, MetadataLog or metadataEtcd
 	endpoints []string // etcd only: host:port
 	prefix    string   // etcd only: always starts and ends with "/"
 }
@@ -126,17 +128,17 @@ func checkBucketName(b string) error {
 	return nil
 }
 
-// parseMetadata parses "bolt" or "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]".
+// parseMetadata parses "bolt", "log" or "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]".
 func parseMetadata(v string) (metadataSpec, error) {
-	if v == MetadataBolt {
-		return metadataSpec{kind: MetadataBolt}, nil
+	if v == MetadataBolt || v == MetadataLog {
+		return metadataSpec{kind: v}, nil
 	}
 	scheme, rest, ok := strings.Cut(v, "://")
 	if !ok {
-		return metadataSpec{}, fmt.Errorf("metadata %q: want %s or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", v, MetadataBolt)
+		return metadataSpec{}, fmt.Errorf("metadata %q: want %s, %s or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", v, MetadataBolt, MetadataLog)
 	}
 	if scheme != metadataEtcd {
-		return metadataSpec{}, fmt.Errorf("metadata %q: unknown scheme %q (want %s or etcd://HOST:PORT[,HOST:PORT...][/PREFIX])", v, scheme, MetadataBolt)
+		return metadataSpec{}, fmt.Errorf("metadata %q: unknown scheme %q (want %s, %s or etcd://HOST:PORT[,HOST:PORT...][/PREFIX])", v, scheme, MetadataBolt, MetadataLog)
 	}
 	if strings.Contains(rest, "@") {
 		return metadataSpec{}, errors.New("metadata: credentials in the etcd URL are not supported")
@@ -243,6 +245,13 @@ func openMetadataStore(ctx context.Context, cfg Config, logger *slog.Logger) (me
 			return nil, adminapi.StorageBackend{}, fmt.Errorf("opening metadata store %s: %w", path, err)
 		}
 		return s, adminapi.StorageBackend{Kind: MetadataBolt, Location: absPath(path)}, nil
+	case MetadataLog:
+		path := filepath.Join(cfg.DataDir, "metadata.log")
+		s, err := logstore.Open(path, logstore.Options{})
+		if err != nil {
+			return nil, adminapi.StorageBackend{}, fmt.Errorf("opening metadata store %s: %w", path, err)
+		}
+		return s, adminapi.StorageBackend{Kind: MetadataLog, Location: absPath(path)}, nil
 	default:
 		s, err := openEtcd(ctx, spec, cfg, logger)
 		if err != nil {

@@ -211,3 +211,31 @@ func fetch(t *testing.T, url string) string {
 	}
 	return string(body)
 }
+
+// TestServeOnLogMetadataSurvivesKill9: `--metadata log` runs the stream
+// core on metadata/logstore in <data-dir>/metadata.log, and no acknowledged
+// append is lost over SIGKILL restarts; the data dir records log (so it
+// then refuses bolt: TestBackendsRecord).
+func TestServeOnLogMetadataSurvivesKill9(t *testing.T) {
+	dir := t.TempDir()
+	srv := testserver.Start(t, testserver.Options{DataDir: dir, Args: []string{"--metadata", "log"}, DisableKafka: true, DisablePulsar: true})
+	h := srv.Health()
+	if h.Metadata == nil || h.Metadata.Kind != "log" || !strings.HasSuffix(h.Metadata.Location, "metadata.log") || !h.Durable {
+		t.Fatalf("health: %+v metadata %+v", h, h.Metadata)
+	}
+	c := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err := c.CreateStream(ctx, adminapi.CreateStreamRequest{Name: "logmeta"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restload.KillCycles(t, srv, restload.New(c, "logmeta"), 3, 50, 1)
+	srv.Stop()
+	if _, err := os.Stat(filepath.Join(dir, "metadata.db")); !os.IsNotExist(err) {
+		t.Fatalf("a bolt file appeared in a log-metadata data dir: %v", err)
+	}
+	if rec, err := os.ReadFile(filepath.Join(dir, "storage-backends")); err != nil || !strings.Contains(string(rec), `"metadata":"log"`) {
+		t.Fatalf("data dir record %s (%v): want metadata log", rec, err)
+	}
+}

@@ -65,6 +65,7 @@ func TestParseMetadata(t *testing.T) {
 		want metadataSpec
 	}{
 		{"bolt", metadataSpec{kind: "bolt"}},
+		{"log", metadataSpec{kind: "log"}},
 		{"etcd://127.0.0.1:2379", metadataSpec{kind: "etcd", endpoints: []string{"127.0.0.1:2379"}, prefix: "/nereus/"}},
 		{"etcd://127.0.0.1:2379/", metadataSpec{kind: "etcd", endpoints: []string{"127.0.0.1:2379"}, prefix: "/nereus/"}},
 		{"etcd://a:1,b:2,[::1]:3/prod", metadataSpec{kind: "etcd", endpoints: []string{"a:1", "b:2", "[::1]:3"}, prefix: "/prod/"}},
@@ -77,8 +78,8 @@ func TestParseMetadata(t *testing.T) {
 		}
 	}
 	bad := []struct{ in, want string }{
-		{"", "want bolt or etcd://"},
-		{"boltdb", "want bolt or etcd://"},
+		{"", "want bolt, log or etcd://"},
+		{"boltdb", "want bolt, log or etcd://"},
 		{"zk://127.0.0.1:2181", `unknown scheme "zk"`},
 		{"etcd://", "missing etcd endpoint"},
 		{"etcd:///prefix", "missing etcd endpoint"},
@@ -251,6 +252,19 @@ func TestBackendsRecord(t *testing.T) {
 	}
 	if record, err := checkBackends(legacy, file, bolt); err != nil || !record {
 		t.Fatalf("legacy dir on its own stores: record=%v err=%v", record, err)
+	}
+
+	// The two embedded metadata stores are different commit authorities.
+	logDir := t.TempDir()
+	logMeta, _ := parseMetadata("log")
+	if err := recordBackends(logDir, file, logMeta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkBackends(logDir, file, bolt); err == nil || !strings.Contains(err.Error(), "metadata log") {
+		t.Fatalf("bolt on a log data dir: %v", err)
+	}
+	if _, err := checkBackends(legacy, file, logMeta); err == nil || !strings.Contains(err.Error(), "metadata bolt") {
+		t.Fatalf("log on a legacy bolt data dir: %v", err)
 	}
 }
 

@@ -109,7 +109,9 @@ type Config struct {
 	S3AccessKey string
 	S3SecretKey Secret
 	// Metadata selects the metadata store (the commit authority): "bolt"
-	// (default) is the embedded store in <data-dir>/metadata.db;
+	// (default) is the embedded bbolt store in <data-dir>/metadata.db;
+	// "log" is the embedded log-structured store (metadata/logstore) in
+	// <data-dir>/metadata.log/;
 	// "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]" is an etcd v3 cluster, all
 	// keys under PREFIX (default "/nereus/").
 	Metadata string
@@ -330,7 +332,7 @@ var settings = []setting{
 		get:   func(c *Config) string { return string(c.S3SecretKey) },
 		set:   func(c *Config, v string) error { c.S3SecretKey = Secret(v); return nil },
 	},
-	mk("metadata", "metadata store: bolt (<data-dir>/metadata.db) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (default prefix /nereus/)", func(c *Config) *string { return &c.Metadata }),
+	mk("metadata", "metadata store: bolt (<data-dir>/metadata.db), log (<data-dir>/metadata.log/) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (default prefix /nereus/)", func(c *Config) *string { return &c.Metadata }),
 	{
 		key:   "backend-timeout",
 		usage: "how long start-up waits for the S3 bucket check and for etcd to answer",

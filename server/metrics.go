@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nereus_storage_durable", Help: "1 if the storage backend keeps acknowledged data across restarts.",
 		}),
 		backends: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "nereus_storage_backend_info", Help: "The stores under the stream core (always 1): object_store is file or s3, metadata is bolt or etcd.",
+			Name: "nereus_storage_backend_info", Help: "The stores under the stream core (always 1): object_store is file or s3, metadata is bolt, log or etcd.",
 		}, []string{"object_store", "metadata"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nereus_draining", Help: "1 once graceful shutdown began.",

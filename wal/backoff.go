@@ -27,5 +27,5 @@ func newBackoff(base time.Duration, r rt) backoff {
 func (b *backoff) sleep(ctx context.Context) error {
 	d := time.Duration(b.rt.Uint64() % uint64(b.next+1))
 	b.next = min(2*b.next, maxBackoff)
-	return b.rt.sleep(ctx, d)
+	return b.rt.Sleep(ctx, d)
 }

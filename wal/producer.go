@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/simrt"
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/oklog/ulid/v2"
 	"go.opentelemetry.io/otel/metric"
@@ -266,11 +267,11 @@ func (d *Durability) resolve(first uint64, pl *Placement, err error) {
 // Append's first record, or ctx's error if it is cancelled first (the Append
 // itself is not cancelled).
 func (d *Durability) Wait(ctx context.Context) (uint64, error) {
-	d.rt.block(func() bool { return isClosed(d.done) || ctx.Err() != nil })
+	d.rt.Wait(func() bool { return simrt.IsClosed(d.done) || ctx.Err() != nil })
 	select {
 	case <-d.done:
 		return d.first, d.err
-	case <-only(d.rt, ctx.Done(), !isClosed(d.done)):
+	case <-simrt.Only(d.rt, ctx.Done(), !simrt.IsClosed(d.done)):
 		return 0, ctx.Err()
 	}
 }
@@ -423,13 +424,13 @@ func NewProducer(ctx context.Context, os objectstore.ObjectStore, cfg ProducerCo
 	if err != nil {
 		return nil, err
 	}
-	r := newRT(cfg.Runtime)
+	r := simrt.New(cfg.Runtime)
 	p := &Producer{
 		os:            os,
 		store:         NewStore(os, cfg.ManifestPath),
 		cfg:           cfg,
 		met:           newProducerMetrics(cfg.Meter),
-		runID:         ulid.MustNew(ulid.Timestamp(r.Now()), r.entropy()).String(),
+		runID:         ulid.MustNew(ulid.Timestamp(r.Now()), r.Entropy()).String(),
 		now:           r.Now,
 		rt:            r,
 		kick:          make(chan struct{}, 1),
@@ -576,10 +577,10 @@ func (p *Producer) Append(ctx context.Context, records [][]byte, meta []byte) (*
 			blocked = true
 			p.met.blockedAppends.Add(context.Background(), 1)
 		}
-		p.rt.block(func() bool { return isClosed(space) || ctx.Err() != nil })
+		p.rt.Wait(func() bool { return simrt.IsClosed(space) || ctx.Err() != nil })
 		select {
 		case <-space:
-		case <-only(p.rt, ctx.Done(), !isClosed(space)):
+		case <-simrt.Only(p.rt, ctx.Done(), !simrt.IsClosed(space)):
 			return nil, ctx.Err()
 		}
 	}
@@ -658,16 +659,16 @@ func (p *Producer) Close(ctx context.Context) error {
 		close(p.closeCh)
 	})
 	var ctxErr error
-	p.rt.block(func() bool { return isClosed(p.committerDone) || ctx.Err() != nil })
+	p.rt.Wait(func() bool { return simrt.IsClosed(p.committerDone) || ctx.Err() != nil })
 	select {
 	case <-p.committerDone:
-	case <-only(p.rt, ctx.Done(), !isClosed(p.committerDone)):
+	case <-simrt.Only(p.rt, ctx.Done(), !simrt.IsClosed(p.committerDone)):
 		ctxErr = ctx.Err()
 		p.cancel()
-		p.rt.block(func() bool { return isClosed(p.committerDone) })
+		p.rt.Wait(func() bool { return simrt.IsClosed(p.committerDone) })
 		<-p.committerDone
 	}
-	p.rt.block(func() bool { return p.workersLeft.Load() == 0 })
+	p.rt.Wait(func() bool { return p.workersLeft.Load() == 0 })
 	p.workers.Wait()
 	p.cancel()
 	cause := p.haltedErr()
@@ -697,13 +698,13 @@ func (p *Producer) sealLoop() {
 	var armed time.Time // when the timer fires; zero while none is armed
 	for {
 		closing := false
-		p.rt.block(func() bool { return len(p.kick) > 0 || len(fire) > 0 || isClosed(p.closeCh) })
-		kicked, closed := len(p.kick) > 0, isClosed(p.closeCh)
+		p.rt.Wait(func() bool { return len(p.kick) > 0 || len(fire) > 0 || simrt.IsClosed(p.closeCh) })
+		kicked, closed := len(p.kick) > 0, simrt.IsClosed(p.closeCh)
 		select {
 		case <-p.kick:
-		case <-only(p.rt, fire, !kicked && !closed):
+		case <-simrt.Only(p.rt, fire, !kicked && !closed):
 			armed = time.Time{}
-		case <-only(p.rt, p.closeCh, !kicked):
+		case <-simrt.Only(p.rt, p.closeCh, !kicked):
 			closing = true
 		}
 		p.mu.Lock()
@@ -809,7 +810,7 @@ func (p *Producer) uploadLoop() {
 	defer p.workers.Done()
 	defer p.workersLeft.Add(-1)
 	for {
-		p.rt.block(func() bool { return len(p.uploadQ) > 0 || p.queuesClosed.Load() })
+		p.rt.Wait(func() bool { return len(p.uploadQ) > 0 || p.queuesClosed.Load() })
 		s, ok := <-p.uploadQ
 		if !ok {
 			return
@@ -894,15 +895,6 @@ func (p *Producer) upload(s *pipeSegment) {
 	}
 }
 
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // commitLoop commits uploaded segments in strict ordinal order, coalescing
 // runs of ready segments into one manifest CAS (group commit: while one CAS
 // is in flight, later uploads finish and join the next). Only the contiguous
@@ -920,7 +912,7 @@ func (p *Producer) commitLoop() {
 		}
 		if block {
 			for {
-				p.rt.block(func() bool { return len(p.commitQ) > 0 || len(p.truncQ) > 0 || p.queuesClosed.Load() })
+				p.rt.Wait(func() bool { return len(p.commitQ) > 0 || len(p.truncQ) > 0 || p.queuesClosed.Load() })
 				select {
 				case s, ok := <-p.commitQ:
 					if !ok {
@@ -929,7 +921,7 @@ func (p *Producer) commitLoop() {
 					}
 					look = append(look, s)
 					return true
-				case r := <-only(p.rt, p.truncQ, len(p.commitQ) == 0 && !p.queuesClosed.Load()):
+				case r := <-simrt.Only(p.rt, p.truncQ, len(p.commitQ) == 0 && !p.queuesClosed.Load()):
 					p.truncs = append(p.truncs, r)
 					if len(look) == 0 && p.pipelineIdle() {
 						// Nothing to fold it into: a commit of its own.
@@ -958,7 +950,7 @@ func (p *Producer) commitLoop() {
 			return
 		}
 		head := look[0]
-		p.rt.block(func() bool { return isClosed(head.uploaded) })
+		p.rt.Wait(func() bool { return simrt.IsClosed(head.uploaded) })
 		<-head.uploaded
 		if err := p.haltedErr(); err != nil {
 			p.fail(head, notCommitted(err)) // never offered to the manifest
@@ -986,9 +978,9 @@ func (p *Producer) commitLoop() {
 		for n < len(look) && (limit == 0 || n < limit) {
 			s := look[n]
 			if limit == 0 && s.flushID == head.flushID {
-				p.rt.block(func() bool { return isClosed(s.uploaded) })
+				p.rt.Wait(func() bool { return simrt.IsClosed(s.uploaded) })
 				<-s.uploaded
-			} else if !isClosed(s.uploaded) {
+			} else if !simrt.IsClosed(s.uploaded) {
 				break
 			}
 			if s.uploadErr != nil {

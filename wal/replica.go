@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/simrt"
 	"github.com/nereusstream/nereus-go/objectstore"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -170,7 +171,7 @@ func (r *Replica) Poll(ctx context.Context) (int, error) {
 // (ErrCorrupt, ErrTruncated, configuration) stop Run and are returned, so a
 // corrupt object stops replication instead of spinning on it.
 func (r *Replica) Run(ctx context.Context) error {
-	bo := newBackoff(r.cfg.PollInterval, newRT(nil))
+	bo := newBackoff(r.cfg.PollInterval, simrt.New(nil))
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -183,7 +184,7 @@ func (r *Replica) Run(ctx context.Context) error {
 		wait := r.cfg.PollInterval
 		switch {
 		case err == nil:
-			bo = newBackoff(r.cfg.PollInterval, newRT(nil))
+			bo = newBackoff(r.cfg.PollInterval, simrt.New(nil))
 			if more {
 				wait = 0
 			}

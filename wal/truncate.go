@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/nereusstream/nereus-go/internal/simrt"
 )
 
 // TruncatePlan chooses, from the manifest's entries (oldest first, as the
@@ -38,29 +40,31 @@ type truncResult struct {
 // still referenced.
 func (p *Producer) Truncate(ctx context.Context, plan TruncatePlan) ([]Entry, error) {
 	r := &truncReq{plan: plan, done: make(chan truncResult, 1)}
-	p.rt.block(func() bool { return len(p.truncQ) < cap(p.truncQ) || isClosed(p.committerDone) || ctx.Err() != nil })
-	room, stopped := len(p.truncQ) < cap(p.truncQ), isClosed(p.committerDone)
+	p.rt.Wait(func() bool {
+		return len(p.truncQ) < cap(p.truncQ) || simrt.IsClosed(p.committerDone) || ctx.Err() != nil
+	})
+	room, stopped := len(p.truncQ) < cap(p.truncQ), simrt.IsClosed(p.committerDone)
 	select {
 	case p.truncQ <- r:
 		p.truncSent.Add(1)
-	case <-only(p.rt, p.committerDone, !room):
+	case <-simrt.Only(p.rt, p.committerDone, !room):
 		return nil, ErrHalted
-	case <-only(p.rt, ctx.Done(), !room && !stopped):
+	case <-simrt.Only(p.rt, ctx.Done(), !room && !stopped):
 		return nil, ctx.Err()
 	}
-	p.rt.block(func() bool { return len(r.done) > 0 || isClosed(p.committerDone) || ctx.Err() != nil })
-	answered, stopped := len(r.done) > 0, isClosed(p.committerDone)
+	p.rt.Wait(func() bool { return len(r.done) > 0 || simrt.IsClosed(p.committerDone) || ctx.Err() != nil })
+	answered, stopped := len(r.done) > 0, simrt.IsClosed(p.committerDone)
 	select {
 	case res := <-r.done:
 		return res.dropped, res.err
-	case <-only(p.rt, p.committerDone, !answered):
+	case <-simrt.Only(p.rt, p.committerDone, !answered):
 		select {
 		case res := <-r.done:
 			return res.dropped, res.err
 		default:
 			return nil, ErrHalted
 		}
-	case <-only(p.rt, ctx.Done(), !answered && !stopped):
+	case <-simrt.Only(p.rt, ctx.Done(), !answered && !stopped):
 		return nil, ctx.Err()
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/boltstore"
+	"github.com/nereusstream/nereus-go/metadata/logstore"
 	mdmem "github.com/nereusstream/nereus-go/metadata/memstore"
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
@@ -40,6 +41,9 @@ type Config struct {
 	Dir string
 	// Durable selects fsstore + boltstore (fsync'd); otherwise in-memory.
 	Durable bool
+	// LocalMetadata is the embedded metadata store Durable opens: "bolt"
+	// (or empty: boltstore) or "log" (logstore).
+	LocalMetadata string
 	// Objects, when set, replaces the object store Durable selects (e.g.
 	// an s3store on versitygw); Metadata likewise replaces the metadata
 	// store (e.g. an etcdstore). The caller owns and closes them.
@@ -124,6 +128,9 @@ func (c Config) stores() string {
 	objects, meta := "mem", "mem"
 	if c.Durable {
 		objects, meta = "fsstore", "boltstore"
+		if c.LocalMetadata == "log" {
+			meta = "logstore"
+		}
 	}
 	if c.Objects != nil {
 		objects = typeName(c.Objects)
@@ -184,12 +191,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			base = fs
 		}
 		if cfg.Metadata == nil {
-			bs, err := boltstore.Open(filepath.Join(dir, "meta.db"), boltstore.Options{})
-			if err != nil {
-				return Result{}, err
+			switch cfg.LocalMetadata {
+			case "", "bolt":
+				bs, err := boltstore.Open(filepath.Join(dir, "meta.db"), boltstore.Options{})
+				if err != nil {
+					return Result{}, err
+				}
+				defer bs.Close()
+				meta = bs
+			case "log":
+				ls, err := logstore.Open(filepath.Join(dir, "meta"), logstore.Options{})
+				if err != nil {
+					return Result{}, err
+				}
+				defer ls.Close()
+				meta = ls
+			default:
+				return Result{}, fmt.Errorf("corebench: local metadata %q: want bolt or log", cfg.LocalMetadata)
 			}
-			defer bs.Close()
-			meta = bs
 		}
 	} else if !cfg.Durable {
 		if cfg.Objects == nil {

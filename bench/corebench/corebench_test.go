@@ -25,7 +25,7 @@ var (
 	benchDur     = flag.Duration("corebench.duration", 5*time.Second, "measured duration")
 	benchDurable = flag.Bool("corebench.durable", true, "fsstore+boltstore instead of memory")
 	benchObjects = flag.String("corebench.objects", "", "object store: empty follows -corebench.durable; s3 runs the Object WAL on versitygw (internal/testenv/s3test)")
-	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty follows -corebench.durable; etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
+	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty or bolt follows -corebench.durable (boltstore); log is logstore (durable); etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
 	benchInfl    = flag.Int("corebench.inflight", 0, "total appends in flight, split over the streams (overrides -corebench.window; same offered load at any stream count)")
 	benchShards  = flag.Int("corebench.shards", 0, "the core's commit shards (stream.Config.CommitShards; 0: its default, GOMAXPROCS)")
 	benchNoGC    = flag.Bool("corebench.nogc", false, "disable the core's periodic GC pass")
@@ -52,7 +52,7 @@ func stores(b *testing.B) (objectstore.ObjectStore, metadata.Store) {
 		b.Fatalf("-corebench.objects=%q: want empty or s3", *benchObjects)
 	}
 	switch *benchMeta {
-	case "":
+	case "", "bolt", "log": // Run opens these itself (Config.LocalMetadata)
 	case "etcd":
 		st, err := etcdstore.Open(clientv3.Config{Endpoints: []string{etcdtest.Endpoint(b)}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()},
 			etcdstore.Options{Prefix: etcdtest.Prefix()})
@@ -62,7 +62,7 @@ func stores(b *testing.B) (objectstore.ObjectStore, metadata.Store) {
 		b.Cleanup(func() { _ = st.Close() })
 		meta = st
 	default:
-		b.Fatalf("-corebench.metadata=%q: want empty or etcd", *benchMeta)
+		b.Fatalf("-corebench.metadata=%q: want empty, bolt, log or etcd", *benchMeta)
 	}
 	return objects, meta
 }
@@ -86,12 +86,16 @@ func TestSmoke(t *testing.T) {
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3   # Object WAL on versitygw
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.objects s3 -corebench.metadata etcd
 //	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.inflight 10000 -corebench.streams 10000 -corebench.cpuprofile cpu.out
+//	go test ./bench/corebench -run '^$' -bench Core -benchtime 1x -corebench.inflight 10000 -corebench.streams 10000 -corebench.metadata log
 func BenchmarkCore(b *testing.B) {
 	objects, meta := stores(b)
 	for i := 0; i < b.N; i++ {
 		cfg := Config{Durable: *benchDurable, Streams: *benchStreams, Window: *benchWindow, Inflight: *benchInfl,
 			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir(),
-			Objects: objects, Metadata: meta}
+			Objects: objects, Metadata: meta, LocalMetadata: *benchMeta}
+		if *benchMeta == "etcd" {
+			cfg.LocalMetadata = ""
+		}
 		cfg.Lifecycle.GCDisabled = *benchNoGC
 		cfg.CommitShards = *benchShards
 		var onMeasure []func() func()

@@ -3,9 +3,13 @@ package boltstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,4 +171,78 @@ func BenchmarkBatchCAS(b *testing.B) {
 			reportLatency(b, lat, "roundtrip")
 		})
 	}
+}
+
+// BenchmarkHeadRounds is the stream core's commit shape at 10,000 streams:
+// 10,000 head keys of 270 bytes, each round trip one Batch of 2,000 CASes
+// on keys spread over the whole key space (a different fifth each round).
+// CPU per op (user+system of the whole process, so the flushes' kernel
+// time counts) and bytes written to the device per op (/proc/self/io) are
+// the figures load does not distort much.
+func BenchmarkHeadRounds(b *testing.B) {
+	const keys, perRound = 10000, 2000
+	s := openBench(b, boltstore.Options{})
+	ctx := context.Background()
+	value := make([]byte, 270)
+	versions := make([]metadata.Version, keys)
+	all := make([]metadata.Op, keys)
+	for i := range all {
+		all[i] = metadata.Op{Kind: metadata.OpPut, Key: fmt.Sprintf("s/%08d/head", i*7919%keys), Value: value, Expected: metadata.NotExists}
+	}
+	res, err := s.Batch(ctx, all)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range res {
+		versions[i] = res[i].Version
+	}
+	ops := make([]metadata.Op, perRound)
+	b.ReportAllocs()
+	cpu0, io0 := benchCPU(), benchWriteBytes()
+	b.ResetTimer()
+	for n := range b.N {
+		for j := range ops {
+			k := (j*(keys/perRound) + n%(keys/perRound)) % keys
+			ops[j] = metadata.Op{Kind: metadata.OpPut, Key: all[k].Key, Value: value, Expected: versions[k]}
+		}
+		res, err := s.Batch(ctx, ops)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range res {
+			if res[j].Err != nil {
+				b.Fatal(res[j].Err)
+			}
+			versions[(j*(keys/perRound)+n%(keys/perRound))%keys] = res[j].Version
+		}
+	}
+	b.StopTimer()
+	total := float64(b.N * perRound)
+	b.ReportMetric((benchCPU()-cpu0).Seconds()*1e6/total, "cpu-µs/op")
+	b.ReportMetric(float64(benchWriteBytes()-io0)/total, "wbytes/op")
+}
+
+// benchCPU is the process's user+system CPU time so far.
+func benchCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchWriteBytes is write_bytes of /proc/self/io (bytes this process
+// caused to be sent to the storage layer); 0 where it is unavailable.
+func benchWriteBytes() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }

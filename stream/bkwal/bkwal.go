@@ -20,6 +20,7 @@ import (
 
 	"github.com/nereusstream/nereus-go/bookkeeper"
 	"github.com/nereusstream/nereus-go/bookkeeper/namespace"
+	"github.com/nereusstream/nereus-go/internal/simrt"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -226,8 +227,8 @@ func Open(cfg Config) (*Provider, error) {
 	if a := cfg.Ledgers.Reservation().Alias; a != cfg.Alias {
 		return nil, fmt.Errorf("nereus/bkwal: namespace is for cluster alias %q, provider for %q", a, cfg.Alias)
 	}
-	r := newRT(cfg.Runtime)
-	inc := r.incarnationID()
+	r := simrt.New(cfg.Runtime)
+	inc := incarnationID(r)
 	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]), rt: r,
 		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -354,7 +355,7 @@ func (l *lane) submitLoop() {
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.stopped && l.roll == nil {
 			l.mu.Unlock()
-			if l.p.rt.coop {
+			if l.p.rt.Coop() {
 				// A fixed choice of the select below: the provider's
 				// end first, then the lane's wake-up.
 				l.p.rt.Block(func() bool { return l.p.ctx.Err() != nil || l.hasWork() })
@@ -434,7 +435,7 @@ func (l *lane) submit(pr *pendingRun) {
 			p.seal(l.cur)
 			l.cur = nil
 		}
-		ctx, cancel := p.rt.withTimeout(p.ctx, p.cfg.OpTimeout)
+		ctx, cancel := p.rt.WithTimeout(p.ctx, p.cfg.OpTimeout)
 		led, err := p.openLedger(ctx, run.Stream, run.Epoch, run.Token)
 		cancel()
 		if err != nil {
@@ -511,12 +512,12 @@ func (l *lane) completeLoop() {
 		l.mu.Lock()
 		for len(l.completes) == 0 {
 			l.mu.Unlock()
-			p.rt.block(func() bool { return l.hasCompletes() || isClosed(l.subDone) })
+			p.rt.Wait(func() bool { return l.hasCompletes() || simrt.IsClosed(l.subDone) })
 			// A fixed choice under a cooperative runtime: the wake-up
 			// first (a completion queued), else the lane's end.
 			select {
-			case <-only(p.rt, l.wakeComp, l.hasCompletes()):
-			case <-only(p.rt, l.subDone, !l.hasCompletes()):
+			case <-simrt.Only(p.rt, l.wakeComp, l.hasCompletes()):
+			case <-simrt.Only(p.rt, l.subDone, !l.hasCompletes()):
 				l.mu.Lock()
 				if len(l.completes) == 0 {
 					l.mu.Unlock()
@@ -535,7 +536,7 @@ func (l *lane) completeLoop() {
 		// every entry was sent, without waiting for the ack quorum.)
 		if pr.err == nil && PlantedBug != BugAckBeforeQuorum {
 			for _, f := range pr.futs {
-				p.rt.block(func() bool { return isClosed(f.Done()) })
+				p.rt.Wait(func() bool { return simrt.IsClosed(f.Done()) })
 				if err := f.Err(); err != nil {
 					if pr.led.taint("add failed: " + err.Error()) {
 						p.met.tainted("add_failed")
@@ -679,10 +680,10 @@ func (p *Provider) Close(ctx context.Context) error {
 		l.stop()
 	}
 	for _, l := range lanes {
-		p.rt.block(func() bool { return isClosed(l.subDone) || ctx.Err() != nil })
+		p.rt.Wait(func() bool { return simrt.IsClosed(l.subDone) || ctx.Err() != nil })
 		select {
-		case <-only(p.rt, l.subDone, isClosed(l.subDone)):
-		case <-only(p.rt, ctx.Done(), !isClosed(l.subDone)):
+		case <-simrt.Only(p.rt, l.subDone, simrt.IsClosed(l.subDone)):
+		case <-simrt.Only(p.rt, ctx.Done(), !simrt.IsClosed(l.subDone)):
 		}
 	}
 	p.mu.Lock()
@@ -696,7 +697,7 @@ func (p *Provider) Close(ctx context.Context) error {
 		p.seal(led)
 	}
 	var err error
-	if p.rt.coop {
+	if p.rt.Coop() {
 		// The wait group, mirrored by a counter a cooperative runtime
 		// can poll (a goroutine waiting on wg would be outside it).
 		p.rt.Block(func() bool { return p.running.Load() == 0 || ctx.Err() != nil })
@@ -749,14 +750,4 @@ func (l *lane) hasCompletes() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.completes) > 0
-}
-
-// only returns ch, or nil under a cooperative runtime when ch is not the
-// case it chose (a nil channel's case never fires): a select with a fixed
-// choice, which is one the real select could make.
-func only[T any](r rt, ch <-chan T, chosen bool) <-chan T {
-	if r.coop && !chosen {
-		return nil
-	}
-	return ch
 }

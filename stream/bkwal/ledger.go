@@ -123,7 +123,7 @@ func (p *Provider) putSettled(ctx context.Context, key string, value []byte, exp
 			if ctx.Err() != nil {
 				return 0, fmt.Errorf("%s: %w", key, err)
 			}
-			_ = p.rt.sleep(ctx, 20*time.Millisecond) // the store did not answer; retry with the context's deadline
+			_ = p.rt.Sleep(ctx, 20*time.Millisecond) // the store did not answer; retry with the context's deadline
 		default:
 			return 0, err
 		}
@@ -279,7 +279,7 @@ func (p *Provider) seal(led *ledger) {
 	}
 	led.mu.Unlock()
 	p.spawn(func() {
-		ctx, cancel := p.rt.withTimeout(context.Background(), p.cfg.OpTimeout)
+		ctx, cancel := p.rt.WithTimeout(context.Background(), p.cfg.OpTimeout)
 		defer cancel()
 		res, err := led.w.Close(ctx)
 		switch {
@@ -329,7 +329,7 @@ func (p *Provider) maybeFinalize(led *ledger) {
 		return
 	}
 	p.spawn(func() {
-		ctx, cancel := p.rt.withTimeout(context.Background(), p.cfg.OpTimeout)
+		ctx, cancel := p.rt.WithTimeout(context.Background(), p.cfg.OpTimeout)
 		defer cancel()
 		var err error
 		if committed {

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	mrand "math/rand/v2"
-	"time"
 
 	"github.com/nereusstream/nereus-go/bookkeeper"
 	"github.com/nereusstream/nereus-go/bookkeeper/namespace"
+	"github.com/nereusstream/nereus-go/internal/simrt"
 )
 
 // The provider's two seams to the outside world, so a deterministic
@@ -113,96 +112,24 @@ func (w realWriter) AppendAsync(ctx context.Context, payload []byte) (AddFuture,
 	return f, nil
 }
 
-// Runtime is the clock, timers, goroutines and randomness of the provider
-// (the shape of wal.Runtime; a simulator's runtime serves both).
-//
-// A simulator runs one goroutine at a time and cannot see one block on a
-// channel, so before every blocking wait the provider tells it what it
-// waits for (Block), and where a real select could pick among several
-// ready cases the provider picks a fixed one.
-type Runtime interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-	Go(f func())
-	Block(ready func() bool)
-	Uint64() uint64
-}
+// Runtime is the clock, timers, goroutines and randomness of the provider:
+// the shared seam (package internal/simrt, the shape of wal.Runtime; a
+// simulator's runtime serves both).
+type Runtime = simrt.Runtime
 
-type realRuntime struct{}
+// rt is the provider's runtime; a supplied one is cooperative (its Block
+// is called before every wait; the real runtime's waits stay plain
+// selects).
+type rt = simrt.RT
 
-func (realRuntime) Now() time.Time { return time.Now() }
-func (realRuntime) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
-func (realRuntime) Go(f func())       { go f() }
-func (realRuntime) Block(func() bool) {}
-func (realRuntime) Uint64() uint64    { return mrand.Uint64() }
-
-// rt is the provider's runtime; coop is set for a supplied one (whose
-// Block the waits call; the real runtime's waits stay plain selects).
-type rt struct {
-	Runtime
-	coop bool
-}
-
-func newRT(r Runtime) rt {
-	if r == nil {
-		return rt{Runtime: realRuntime{}}
-	}
-	return rt{Runtime: r, coop: true}
-}
-
-func (r rt) block(ready func() bool) {
-	if r.coop {
-		r.Block(ready)
-	}
-}
-
-// withTimeout is context.WithTimeout on the runtime's clock.
-func (r rt) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if !r.coop {
-		return context.WithTimeout(parent, d)
-	}
-	ctx, cancel := context.WithCancelCause(parent)
-	stop := r.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return ctx, func() { stop(); cancel(context.Canceled) }
-}
-
-// sleep waits d or until ctx ends (ctx's error).
-func (r rt) sleep(ctx context.Context, d time.Duration) error {
-	if !r.coop {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
-	fired := make(chan struct{})
-	stop := r.AfterFunc(d, func() { close(fired) })
-	defer stop()
-	r.Block(func() bool { return isClosed(fired) || ctx.Err() != nil })
-	return ctx.Err()
-}
-
-// incarnationID draws the provider's incarnation ID.
-func (r rt) incarnationID() [8]byte {
+// incarnationID draws the provider's incarnation ID: from the runtime's
+// randomness under a simulator (so a run replays), crypto/rand otherwise.
+func incarnationID(r rt) [8]byte {
 	var inc [8]byte
-	if r.coop {
+	if r.Coop() {
 		binary.LittleEndian.PutUint64(inc[:], r.Uint64())
 		return inc
 	}
 	_, _ = rand.Read(inc[:])
 	return inc
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/internal/bin"
+	"github.com/nereusstream/nereus-go/internal/simrt"
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
@@ -175,14 +176,6 @@ const (
 	DefaultGroupCommitMinBytes = 512 << 10
 )
 
-// runtime returns the configured runtime, or the real one.
-func (c *Config) runtime() wal.Runtime {
-	if c.Runtime == nil {
-		return wal.RealRuntime()
-	}
-	return c.Runtime
-}
-
 // FlushMode is when the Object WAL seals a segment (Config.FlushMode).
 type FlushMode uint8
 
@@ -202,8 +195,7 @@ const Name = "objectwal"
 // Provider is the Object WAL.
 type Provider struct {
 	cfg      Config
-	rt       wal.Runtime
-	coop     bool // rt was supplied: blocking waits tell it what they wait for
+	rt       simrt.RT // a supplied runtime is cooperative: blocking waits tell it what they wait for
 	log      *slog.Logger
 	manifest *wal.Store
 	cache    *runCache
@@ -271,7 +263,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{
-		cfg: cfg, log: cfg.Logger, rt: cfg.runtime(), coop: cfg.Runtime != nil,
+		cfg: cfg, log: cfg.Logger, rt: simrt.New(cfg.Runtime),
 		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
 		cache:       newRunCache(cfg.CacheBytes),
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
@@ -379,16 +371,16 @@ var testHookAppended func(*wal.Durability)
 func (p *Provider) waiter() {
 	for {
 		var pw pendingWrite
-		p.block(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
+		p.rt.Wait(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
 		select {
 		case pw = <-p.waitQ:
-		case <-p.only(p.ctx.Done(), len(p.waitQ) == 0):
+		case <-simrt.Only(p.rt, p.ctx.Done(), len(p.waitQ) == 0):
 			return
 		}
-		p.block(func() bool { return isDone(pw.d.Done()) || p.ctx.Err() != nil })
+		p.rt.Wait(func() bool { return simrt.IsClosed(pw.d.Done()) || p.ctx.Err() != nil })
 		select {
 		case <-pw.d.Done():
-		case <-p.only(p.ctx.Done(), !isDone(pw.d.Done())):
+		case <-simrt.Only(p.rt, p.ctx.Done(), !simrt.IsClosed(pw.d.Done())):
 			pw.done(nil, errors.New("objectwal: provider closed"))
 			return
 		}
@@ -471,39 +463,12 @@ func (p *Provider) goTracked(f func()) {
 	})
 }
 
-// block tells a cooperative runtime what the caller is about to wait for
-// (wal.Runtime.Block); the real runtime's waits just block.
-func (p *Provider) block(ready func() bool) {
-	if p.coop {
-		p.rt.Block(ready)
-	}
-}
-
-// only returns ch, or nil under a cooperative runtime when ch is not the
-// select case chosen: a select picks at random among ready cases, which a
-// simulator could not replay (any fixed choice is one it could make).
-func (p *Provider) only(ch <-chan struct{}, chosen bool) <-chan struct{} {
-	if p.coop && !chosen {
-		return nil
-	}
-	return ch
-}
-
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // recoverProducer closes the halted producer and claims the log again until
 // it succeeds, is fenced, or the provider closes.
 func (p *Provider) recoverProducer(halted *wal.Producer) {
 	defer p.wg.Done()
 	defer p.running.Add(-1)
-	cctx, cancel := p.withTimeout(p.ctx, 30*time.Second)
+	cctx, cancel := p.rt.WithTimeout(p.ctx, 30*time.Second)
 	_ = halted.Close(cctx) // returns the halt cause; its writes resolve
 	cancel()
 	for backoff := 100 * time.Millisecond; p.ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
@@ -535,37 +500,8 @@ func (p *Provider) recoverProducer(halted *wal.Producer) {
 		p.mu.Lock()
 		p.down = fmt.Errorf("objectwal: WAL producer halted, re-claiming the log (last attempt: %v)", err)
 		p.mu.Unlock()
-		_ = p.sleep(p.ctx, backoff)
+		_ = p.rt.Sleep(p.ctx, backoff)
 	}
-}
-
-// sleep waits d on the runtime's clock or until ctx ends.
-func (p *Provider) sleep(ctx context.Context, d time.Duration) error {
-	fired := make(chan struct{})
-	stop := p.rt.AfterFunc(d, func() { close(fired) })
-	defer stop()
-	if p.coop {
-		// Block returns early where the runtime cannot park: the sleep
-		// then ends early.
-		p.rt.Block(func() bool { return isDone(fired) || ctx.Err() != nil })
-		return ctx.Err()
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-fired:
-		return nil
-	}
-}
-
-// withTimeout is context.WithTimeout on the runtime's clock.
-func (p *Provider) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if !p.coop {
-		return context.WithTimeout(ctx, d)
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := p.rt.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return cctx, func() { stop(); cancel(context.Canceled) }
 }
 
 var _ provider.HealthReporter = (*Provider)(nil)
@@ -727,7 +663,7 @@ func (p *Provider) Recover(ctx context.Context, settle func(context.Context, pro
 // the producer stays the manifest's only writer and never re-plans a CAS.
 func (p *Provider) truncator() {
 	for {
-		if p.sleep(p.ctx, p.cfg.TruncateInterval) != nil {
+		if p.rt.Sleep(p.ctx, p.cfg.TruncateInterval) != nil {
 			return
 		}
 		p.mu.Lock()
@@ -737,7 +673,7 @@ func (p *Provider) truncator() {
 		if !any || !dirty {
 			continue
 		}
-		ctx, cancel := p.withTimeout(p.ctx, 30*time.Second)
+		ctx, cancel := p.rt.WithTimeout(p.ctx, 30*time.Second)
 		if err := p.truncate(ctx, limit); err != nil && p.ctx.Err() == nil {
 			p.mu.Lock()
 			p.truncDirty = true // try again next tick
@@ -821,7 +757,7 @@ func (p *Provider) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	p.block(func() bool { return p.running.Load() == 0 })
+	p.rt.Wait(func() bool { return p.running.Load() == 0 })
 	p.wg.Wait()
 	// Anything still queued never resolved: the core treats those appends
 	// as unknown and the next incarnation settles them.
