@@ -13,7 +13,7 @@ import (
 // A full pass (CollectGarbage) runs every GCInterval. Two kinds of work
 // become due between intervals, and waiting for the next one only keeps
 // bytes on disk longer (with seconds of retention, R + ~4 s of data was
-// kept, about 1.5 s of it interval rounding; docs/notes/issue-9.md,
+// kept, about 1.3 s of it interval rounding; docs/notes/issue-9.md,
 // session 12):
 //
 //   - a trim moved a stream's start (a retention pass that trimmed, Trim):
@@ -33,8 +33,8 @@ import (
 // Neither changes a proof. Every delete is still decided by a judge call of
 // the pass that deletes (fresh heads; protections read after the
 // unpublication), and the grace still counts from the pass that first found
-// the unit retired — only no longer rounded up to the next interval. Passes
-// never overlap, and no pass starts sooner than gcMinGap after the previous
+// the unit retired — only no longer rounded up to the next interval.
+// Scheduled passes never overlap, and no pass starts sooner than gcMinGap after the previous
 // one started, so a burst of trims (Kafka DeleteRecords in a loop) costs at
 // most one pass per gcMinGap (250 ms by default).
 type gcSched struct {
