@@ -196,6 +196,11 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 		off += size
 	}
 	if allZero(data[off:]) {
+		if last && off < len(data) {
+			// Open never appends to this log again: give back the
+			// zeros preallocated past its end.
+			return int64(off - fileHeaderSize), truncateTo(path, off)
+		}
 		return int64(off - fileHeaderSize), nil
 	}
 	if !last {
@@ -207,7 +212,8 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 	return int64(off - fileHeaderSize), truncateTo(path, off)
 }
 
-// truncateTo cuts a log at off and syncs it.
+// truncateTo cuts a log at off (a torn tail, or preallocated zeros) and
+// syncs it.
 func truncateTo(path string, off int) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
