@@ -70,8 +70,9 @@ func createLog(dir string, gen uint64, chunk int64) (*logFile, error) {
 	return l, nil
 }
 
-// append writes one frame at the end of the log and makes it durable.
-func (l *logFile) append(frame []byte) error {
+// append writes n frames at the end of the log with one write and makes
+// them durable with one fdatasync.
+func (l *logFile) append(frame []byte, n int) error {
 	end := l.off + int64(len(frame))
 	l.mu.Lock()
 	for end > l.alloc && l.filling != nil {
@@ -93,7 +94,7 @@ func (l *logFile) append(frame []byte) error {
 		return err
 	}
 	l.off = end
-	l.seq++
+	l.seq += uint64(n)
 	l.maybeFill()
 	return nil
 }

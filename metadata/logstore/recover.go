@@ -146,7 +146,7 @@ func (s *Store) recover() error {
 	// ID is issued twice, not even after a crash right after this open.
 	frame := appendRecord(make([]byte, frameHeaderSize), recEpoch, metadata.Version(epoch), "", nil)
 	putFrameHeader(frame, 1, frame[frameHeaderSize:])
-	if err := l.append(frame); err != nil {
+	if err := l.append(frame, 1); err != nil {
 		_ = l.close()
 		return fmt.Errorf("logstore: open %s: %w", s.dir, err)
 	}
