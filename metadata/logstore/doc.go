@@ -101,7 +101,10 @@
 //     rest of the file is zeros, that is the end; if it is not and no
 //     intact frame with a higher sequence starts anywhere after it, it is
 //     the torn tail of that unacknowledged commit: the file is truncated
-//     there and synced before anything else happens. Anything else — an
+//     there and synced before anything else happens. A newest log whose
+//     header is zeros or damaged with only zeros after it was being created
+//     when the process died (no frame is written before its header is
+//     synced): it is removed and made again. Anything else — an
 //     intact frame after a damaged one, damage in an older log or in a
 //     snapshot, a missing log generation, a sequence gap — fails Open with
 //     ErrCorrupt: nothing is served.

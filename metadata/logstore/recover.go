@@ -174,6 +174,11 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 		return 0, errEmptyLog
 	}
 	hgen, err := checkFileHeader(path, logMagic, data)
+	if err != nil && last && len(data) >= fileHeaderSize && allZero(data[fileHeaderSize:]) {
+		// A header torn while the log was being created: no frame is
+		// written before the header is synced, so it never held one.
+		return 0, errEmptyLog
+	}
 	if err != nil {
 		return 0, err
 	}
