@@ -334,3 +334,30 @@ func TestHugeCommitIsSeveralFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTornWhileCreatedIsMadeAgain: a newest log whose header never fully
+// reached the disk (only zeros after it) held no frame; Open makes it again
+// instead of failing.
+func TestLogTornWhileCreatedIsMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, testOpts)
+	v := mustPut(t, s, "a", "1")
+	gen := s.log.gen
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, header := range [][]byte{make([]byte, fileHeaderSize), []byte("NRSMLOG1\x00\x00garbage-torn!")} {
+		path := filepath.Join(dir, logName(gen+1))
+		if err := os.WriteFile(path, append(header, make([]byte, 4096)...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s = mustOpen(t, dir, testOpts)
+		if r, err := s.Get(context.Background(), "a"); err != nil || r.Version != v {
+			t.Fatalf("a = %+v, %v", r, err)
+		}
+		gen = s.log.gen
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
