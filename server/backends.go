@@ -39,7 +39,7 @@ const (
 	// MetadataAuto (the default) is an embedded store: the one a data dir
 	// already runs on, log for a new one (resolveMetadata).
 	MetadataAuto = "auto"
-	metadataEtcd    = "etcd"
+	metadataEtcd = "etcd"
 	// DefaultEtcdPrefix namespaces Nereus' keys in etcd when the
 	// --metadata URL names no prefix.
 	DefaultEtcdPrefix = "/nereus/"
