@@ -84,6 +84,9 @@ type pendingSend struct {
 	numMsgs      int
 	bytes        int
 	fut          *stream.AppendFuture
+	// recvAt: the SEND frame was read; issuedAt: its append was handed to
+	// the stream (publish_metrics.go).
+	recvAt, issuedAt time.Time
 }
 
 func handleProducer(c *conn, f wire.Frame) error {

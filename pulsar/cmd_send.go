@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -68,6 +69,7 @@ func handleSend(c *conn, f wire.Frame) error {
 		}
 		return err
 	}
+	recvAt := time.Unix(0, c.lastRecv.Load()) // readLoop stamped this frame
 	fut, ticket, err := p.t.appendEntry(p, send, &pl)
 	if err != nil {
 		code, msg := toServerError(err)
@@ -78,7 +80,8 @@ func handleSend(c *conn, f wire.Frame) error {
 	}
 	first := send.GetSequenceId()
 	ps := &pendingSend{ticket: ticket, seq: first, highest: send.GetHighestSequenceId(), numMsgs: pl.NumMessages(), bytes: len(pl.Message), fut: fut,
-		lastSeq: max(int64(first), int64(send.GetHighestSequenceId()), int64(pl.Metadata.GetHighestSequenceId()))}
+		lastSeq: max(int64(first), int64(send.GetHighestSequenceId()), int64(pl.Metadata.GetHighestSequenceId())),
+		recvAt:  recvAt, issuedAt: time.Now()}
 	stopped := false
 	select {
 	case <-p.stopped:
@@ -120,6 +123,16 @@ func (p *producer) receiptLoop() {
 			res, err = ps.fut.Wait(context.Background())
 		case <-p.c.closed:
 			res, err = ps.fut.Wait(context.Background())
+		}
+		if err == nil {
+			s := p.c.s
+			now := time.Now()
+			s.observePublish(stageAdmit, ps.issuedAt.Sub(ps.recvAt))
+			s.observePublish(stageStorage, now.Sub(ps.issuedAt))
+			p.t.appendSettled(ps.ticket, p.name, ps.lastSeq, res, err)
+			p.answer(ps, res, err)
+			s.observePublish(stageTotal, time.Since(ps.recvAt))
+			continue
 		}
 		p.t.appendSettled(ps.ticket, p.name, ps.lastSeq, res, err)
 		p.answer(ps, res, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/cluster"
+	"github.com/nereusstream/nereus-go/internal/latency"
 	"github.com/nereusstream/nereus-go/listener"
 	"github.com/nereusstream/nereus-go/managedledger"
 	"github.com/nereusstream/nereus-go/metadata"
@@ -31,6 +32,7 @@ type Server struct {
 	producerSeq atomic.Int64
 	ctx         context.Context // canceled by Shutdown/kill
 	cancel      context.CancelFunc
+	publish     [numPublishStages]latency.Histogram // publish_metrics.go
 
 	mu        sync.Mutex
 	listeners []*listener.Bound

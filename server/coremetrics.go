@@ -12,6 +12,7 @@ type coreCollector struct {
 	core  *stream.Core
 	descs map[string]*prometheus.Desc
 	round *prometheus.Desc
+	stage *prometheus.Desc
 }
 
 var coreCounters = []struct {
@@ -43,6 +44,9 @@ func newCoreCollector(c *stream.Core) *coreCollector {
 		cc.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
 	}
 	cc.round = prometheus.NewDesc("nereus_stream_commit_round_seconds", "Latency of commit rounds (one metadata batch).", nil, nil)
+	cc.stage = prometheus.NewDesc("nereus_stream_append_stage_seconds",
+		"Latency of committed appends per core stage: wal = handed to the WAL provider until durable there, "+
+			"commit = WAL durable until committed by the stream's head CAS.", []string{"stage"}, nil)
 	return cc
 }
 
@@ -51,6 +55,7 @@ func (cc *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- cc.round
+	ch <- cc.stage
 }
 
 func (cc *coreCollector) Collect(ch chan<- prometheus.Metric) {
@@ -73,4 +78,7 @@ func (cc *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstHistogram(cc.round, count, s.CommitRoundSeconds, buckets)
+	for i, st := range s.AppendStages {
+		ch <- prometheus.MustNewConstHistogram(cc.stage, uint64(st.Count()), st.Sum.Seconds(), st.Cumulative(), stream.AppendStageNames[i])
+	}
 }

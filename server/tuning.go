@@ -451,7 +451,7 @@ var tuningSettings = []setting{
 			return nil
 		}},
 	bytesSetting("object-wal-flush-bytes", "buffered Object WAL bytes that seal a segment early", func(c *Config) *int64 { return &c.ObjectWALFlushBytes }),
-	durSetting("object-wal-group-min-wait", "flush mode group: runs written while earlier ones are on their way wait this long for more before their segment is sealed (0: seal at every upload's end; a run written to an idle log is sealed at once)", func(c *Config) *time.Duration { return &c.ObjectWALGroupMinWait }),
+	durSetting("object-wal-group-min-wait", "flush mode group: runs written while earlier ones are on their way are sealed no sooner than this after the previous seal (0: seal at every upload's end; a run written to an idle log is sealed at once)", func(c *Config) *time.Duration { return &c.ObjectWALGroupMinWait }),
 	bytesSetting("object-wal-group-min-bytes", "flush mode group: such runs are sealed early once they add up to this many bytes (0: no size trigger)", func(c *Config) *int64 { return &c.ObjectWALGroupMinBytes }),
 	durSetting("object-wal-truncate-interval", "how often settled Object WAL manifest entries are dropped", func(c *Config) *time.Duration { return &c.ObjectWALTruncateInterval }),
 	intSetting("bookkeeper-ensemble-size", "bookies per new ledger (E)", func(c *Config) *int64 { return &c.BookKeeperEnsembleSize }),

@@ -113,6 +113,11 @@ type appendOp struct {
 	target   provider.Target
 	walErr   error
 	sent     bool
+	// Driver-owned timestamps (unix nanos of the runtime's clock) for the
+	// append_stage metric; the machine only carries walDoneNs into the
+	// resolution. Written before the op is submitted / before walDone is
+	// stepped under the owner's lock.
+	submittedNs, walDoneNs int64
 }
 
 type mutationOp struct {
@@ -385,7 +390,11 @@ func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
 }
 
 func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
-	m.resolve(op.future, r, err)
+	if op.future != nil && err == nil && op.walDoneNs != 0 {
+		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
+	} else {
+		m.resolve(op.future, r, err)
+	}
 	for _, f := range op.dupOf {
 		if err != nil {
 			m.resolve(f, AppendResult{}, err)

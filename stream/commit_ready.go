@@ -82,6 +82,9 @@ type resolution struct {
 	future *AppendFuture
 	result AppendResult
 	err    error
+	// walDoneNs: when the append's WAL write completed, unix nanos (a
+	// committed append's commit stage is measured from it); 0 for others.
+	walDoneNs int64
 }
 
 // indexProbe asks the driver to scan the offset index for the first entry

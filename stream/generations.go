@@ -111,11 +111,19 @@ func newGenReader(store objectstore.ObjectStore, cacheBytes int64) *genReader {
 }
 
 func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
+	return g.readLimit(ctx, target, from, maxBytes, 0)
+}
+
+// readLimit is Read for a read that keeps at most maxEntries entries
+// (<= 0: no bound): the span fetched from the object stops there
+// (generation.Reader.ReadLimit), so a read of a few entries does not
+// fetch and verify a whole byte budget of them.
+func (g *genReader) readLimit(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries int) ([]provider.ReadEntry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := g.r.Read(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	entries, err := g.r.ReadLimit(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries)
 	if err != nil {
 		return nil, genReadError(t.Key, err)
 	}
@@ -126,14 +134,15 @@ func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, 
 	return out, nil
 }
 
-// readPooled is Read into a recycled buffer (ReadOptions.Recycle), which
-// it adds to rb; the entries (slice and payloads) belong to that buffer.
-func (g *genReader) readPooled(ctx context.Context, target provider.Target, from int64, maxBytes int, rb *readBuffers) ([]generation.Entry, error) {
+// readPooled is readLimit into a recycled buffer (ReadOptions.Recycle),
+// which it adds to rb; the entries (slice and payloads) belong to that
+// buffer.
+func (g *genReader) readPooled(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries int, rb *readBuffers) ([]generation.Entry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	entries, buf, err := g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1))
+	entries, buf, err := g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries)
 	if err != nil {
 		return nil, genReadError(t.Key, err)
 	}

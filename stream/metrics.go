@@ -3,6 +3,8 @@ package stream
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/nereusstream/nereus-go/internal/latency"
 )
 
 // Metrics counts what the core did. All fields are monotonic counters read
@@ -20,6 +22,7 @@ type Metrics struct {
 	genReads, readRetries             atomic.Int64
 	roundNanos                        atomic.Int64
 	roundBuckets                      [len(roundBucketBounds) + 1]atomic.Int64
+	stages                            [numAppendStages]latency.Histogram // committed appends per stage (stage_metrics.go)
 }
 
 // roundBucketBounds are the upper bounds of the commit-round latency
@@ -85,6 +88,10 @@ type Stats struct {
 	CommitRoundSeconds float64
 	CommitRoundBuckets []int64
 	CommitRoundBounds  []time.Duration
+	// AppendStages are the latencies of committed appends per stage
+	// (names in AppendStageNames): wal = handed to the WAL provider →
+	// durable there, commit = WAL durable → committed by a head CAS.
+	AppendStages [numAppendStages]latency.Snapshot
 }
 
 // Stats returns a snapshot of the core's counters.
@@ -105,6 +112,9 @@ func (c *Core) Stats() Stats {
 	}
 	for i := range m.roundBuckets {
 		s.CommitRoundBuckets = append(s.CommitRoundBuckets, m.roundBuckets[i].Load())
+	}
+	for i := range m.stages {
+		s.AppendStages[i] = m.stages[i].Snapshot()
 	}
 	if c.gens != nil {
 		rs := c.gens.r.Stats()

@@ -176,8 +176,16 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	}
 	for _, op := range rd.writes {
 		op := op
+		// Read back by the callback, which the provider can only call
+		// after Write received the run (so after this store).
+		op.submittedNs = c.rt.now().UnixNano()
 		o.prov.Write(op.run, func(t provider.Target, err error) {
+			now := c.rt.now().UnixNano()
 			o.mu.Lock()
+			if err == nil && op.submittedNs != 0 {
+				op.walDoneNs = now
+				c.metrics.observeStage(stageWAL, time.Duration(now-op.submittedNs))
+			}
 			o.m.walDone(op, t, err)
 			o.flushLocked()
 		})
@@ -194,7 +202,14 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 	for _, r := range rd.releases {
 		o.prov.Release(r.target, r.committed)
 	}
+	var now int64
 	for _, r := range rd.resolves {
+		if r.walDoneNs != 0 {
+			if now == 0 {
+				now = c.rt.now().UnixNano()
+			}
+			c.metrics.observeStage(stageCommit, time.Duration(now-r.walDoneNs))
+		}
 		r.future.Resolve(r.result, r.err)
 	}
 	for _, mo := range rd.mutDone {

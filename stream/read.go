@@ -210,9 +210,17 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				}
 				var entries []provider.ReadEntry
 				var gens []generation.Entry // a recycled generation read's, used as is (no conversion slice)
-				if g, ok := p.(*genReader); ok && rb != nil {
-					gens, err = g.readPooled(ctx, pt.Target, next, opts.MaxBytes-size, rb)
-				} else {
+				// A generation read is told how many entries the read still
+				// takes, so it fetches (and verifies) only the blocks those
+				// need: with small entries the entry bound, not the byte
+				// budget, ends most reads.
+				g, isGen := p.(*genReader)
+				switch {
+				case isGen && rb != nil:
+					gens, err = g.readPooled(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out), rb)
+				case isGen:
+					entries, err = g.readLimit(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out))
+				default:
 					entries, err = p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
 				}
 				if err != nil {

@@ -42,8 +42,9 @@
 //     upload is in flight (what arrived during an upload becomes the next
 //     segment, whose upload overlaps the previous manifest CAS): at once for
 //     a group appended to an idle producer, and for groups appended while
-//     others were in flight once the oldest has waited GroupCommitMinWait
-//     or they reach GroupCommitMinBytes (fewer, larger segments under load)
+//     others were in flight once GroupCommitMinWait has passed since the
+//     previous seal or they reach GroupCommitMinBytes (fewer, larger
+//     segments under load)
 //     — packs them into segments of at most
 //     SegmentMaxBytes (groups kept whole) and names each
 //     "<SegmentPrefix>/<runID>/<ordinal:016x>": runID is a ULID chosen per

@@ -253,3 +253,46 @@ func TestGroupCommitMinWaitRearmsEarlier(t *testing.T) {
 	mustWait(t, da)
 	mustWait(t, db)
 }
+
+// TestGroupCommitMinWaitCountsFromLastSeal: GroupCommitMinWait bounds how
+// often a busy producer seals, counted from the previous seal — an Append
+// that arrives while an upload is in flight, but more than the minimum after
+// that upload's seal, is sealed at the upload's end instead of waiting the
+// whole minimum from its own arrival (a Pulsar producer's next batch behind
+// a still-committing previous one; session 12).
+func TestGroupCommitMinWaitCountsFromLastSeal(t *testing.T) {
+	const minWait = 200 * time.Millisecond
+	fs := newFaultStore(memstore.New())
+	cfg := testConfig()
+	cfg.GroupCommit = true
+	cfg.FlushInterval, cfg.GroupCommitMinWait = time.Hour, minWait
+	p := newTestProducer(t, fs, cfg)
+	ctx := testCtx(t)
+	entered, release := gateSegments(fs)
+	da, _ := p.Append(ctx, [][]byte{[]byte("a")}, nil)
+	<-entered // a: idle, sealed at once; its upload is held
+	// Let the clock pass the minimum since a's seal (the rule under test is
+	// about elapsed time, so this waits for the clock, not for an event).
+	time.Sleep(minWait + 50*time.Millisecond)
+	passes := p.sealPasses.Load()
+	db, err := p.Append(ctx, [][]byte{[]byte("b")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b found a in flight (not idle): the sealer's pass over it only armed.
+	eventually(t, "the sealer's pass over b", func() bool { return p.sealPasses.Load() > passes })
+	passes = p.sealPasses.Load()
+	close(release)
+	mustWait(t, da)
+	// a's upload end kicked the sealer: that pass must have sealed b, the
+	// minimum having passed since a's seal. (Counted from b's own arrival,
+	// b would still be pending for most of minWait.)
+	eventually(t, "the sealer's pass at a's upload end", func() bool { return p.sealPasses.Load() > passes })
+	p.mu.Lock()
+	pending := len(p.pending)
+	p.mu.Unlock()
+	if pending != 0 {
+		t.Fatalf("b still pending after the upload-end pass, %v after the previous seal (want sealed: GroupCommitMinWait counts from the last seal)", minWait)
+	}
+	mustWait(t, db)
+}

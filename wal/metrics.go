@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -46,11 +48,20 @@ var (
 	countBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 )
 
+// stageBuckets resolve the sub-millisecond to few-millisecond stages of
+// one Append on a local disk (a median read off secondBuckets could only
+// say "between 1 and 2 ms").
+var stageBuckets = []float64{.0001, .00025, .0005, .00075, .001, .0015, .002, .0025, .003, .004, .005, .0075, .01, .02, .05, .1, .5, 2}
+
 func (in instruments) histogram(name, unit, desc string) metric.Float64Histogram {
 	bounds := countBuckets
 	if unit == "s" {
 		bounds = secondBuckets
 	}
+	return in.histogramWith(name, unit, desc, bounds)
+}
+
+func (in instruments) histogramWith(name, unit, desc string, bounds []float64) metric.Float64Histogram {
 	h, err := in.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
 		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
@@ -81,6 +92,35 @@ type producerMetrics struct {
 	halts           metric.Int64Counter
 	commitLatency   metric.Float64Histogram
 	commitSegments  metric.Float64Histogram
+	// appendStage splits one Append's time to durability into the three
+	// stages of the pipeline (stageSeal, stageUpload, stageCommit), one
+	// observation per Append and stage, so an operator can tell a sealing
+	// wait (group commit's minimum wait, a full pipeline) from a slow PUT
+	// or a slow manifest commit.
+	appendStage metric.Float64Histogram
+}
+
+// The append_stage attribute values, precomputed (Record is on the ack path).
+var (
+	// stageSeal: Append → sealed into a segment (group-commit wait).
+	stageSeal = metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", "seal")))
+	// stageUpload: sealed → its segment PUT returned.
+	stageUpload = metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", "upload")))
+	// stageCommit: PUT returned → the manifest commit naming it landed
+	// (waiting for earlier segments' commits included).
+	stageCommit = metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", "commit")))
+)
+
+// observeStages records the stages of every Append of a committed segment.
+func (pm *producerMetrics) observeStages(s *pipeSegment, committed time.Time) {
+	ctx := context.Background()
+	up := s.uploadedAt.Sub(s.sealedAt).Seconds()
+	cm := committed.Sub(s.uploadedAt).Seconds()
+	for _, g := range s.groups {
+		pm.appendStage.Record(ctx, s.sealedAt.Sub(g.at).Seconds(), stageSeal)
+		pm.appendStage.Record(ctx, up, stageUpload)
+		pm.appendStage.Record(ctx, cm, stageCommit)
+	}
 }
 
 func newProducerMetrics(m metric.Meter) *producerMetrics {
@@ -100,6 +140,9 @@ func newProducerMetrics(m metric.Meter) *producerMetrics {
 		halts:           in.counter("nereus.wal.producer.halts", "{event}", "producer halts on a fatal error"),
 		commitLatency:   in.histogram("nereus.wal.producer.commit_duration", "s", "manifest commit duration including retries"),
 		commitSegments:  in.histogram("nereus.wal.producer.commit_segments", "{segment}", "segments coalesced per manifest commit"),
+		appendStage: in.histogramWith("nereus.wal.producer.append_stage", "s",
+			"time of one Append in each producer stage: seal (waiting to be sealed into a segment), upload (segment PUT), commit (PUT done to manifest commit landed)",
+			stageBuckets),
 	}
 	// Every counter is exported from the start (at zero): "no conflicts
 	// yet" reads differently from "not exported".

@@ -30,7 +30,8 @@ var families = map[string][]string{
 		"nereus_stream_metadata_ops_total", "nereus_stream_cas_conflicts_total", "nereus_stream_cas_unknown_total",
 		"nereus_stream_fenced_total", "nereus_stream_sessions_acquired_total", "nereus_stream_reads_total",
 		"nereus_stream_tail_cache_hits_total", "nereus_stream_wal_reads_total", "nereus_stream_owned_streams",
-		"nereus_stream_commit_round_seconds", "nereus_stream_generation_reads_total", "nereus_stream_read_retries_total"},
+		"nereus_stream_commit_round_seconds", "nereus_stream_generation_reads_total", "nereus_stream_read_retries_total",
+		"nereus_stream_append_stage_seconds"},
 	"lifecycle": {"nereus_lifecycle_generations_published_total", "nereus_lifecycle_materialized_bytes_total",
 		"nereus_lifecycle_materialize_failures_total", "nereus_lifecycle_materialize_seconds_total",
 		"nereus_lifecycle_materialize_lag_bytes", "nereus_lifecycle_materialize_lag_seconds", "nereus_lifecycle_retention_trims_total",
@@ -46,7 +47,8 @@ var families = map[string][]string{
 		"nereus_wal_producer_commit_conflicts_total", "nereus_wal_producer_commit_retries_total",
 		"nereus_wal_producer_commit_unknown_total", "nereus_wal_producer_upload_retries_total",
 		"nereus_wal_producer_blocked_appends_total", "nereus_wal_producer_fenced_total", "nereus_wal_producer_halts_total",
-		"nereus_wal_producer_commit_duration_seconds", "nereus_wal_producer_commit_segments"},
+		"nereus_wal_producer_commit_duration_seconds", "nereus_wal_producer_commit_segments",
+		"nereus_wal_producer_append_stage_seconds"},
 	"object store": {"nereus_objectstore_operations_total", "nereus_objectstore_operation_duration_seconds",
 		"nereus_objectstore_read_bytes_total", "nereus_objectstore_written_bytes_total"},
 	"kafka": {"nereus_kafka_requests_total", "nereus_kafka_request_duration_seconds", "nereus_kafka_produced_records_total",
@@ -54,7 +56,8 @@ var families = map[string][]string{
 		"nereus_kafka_connections_opened_total", "nereus_kafka_consumergroup_lag", "nereus_kafka_consumergroup_current_offset",
 		"nereus_kafka_consumergroup_lag_sum"},
 	"pulsar": {"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_msg_backlog",
-		"pulsar_storage_size", "pulsar_subscription_back_log", "pulsar_producers_count", "pulsar_subscriptions_count"},
+		"pulsar_storage_size", "pulsar_subscription_back_log", "pulsar_producers_count", "pulsar_subscriptions_count",
+		"nereus_pulsar_publish_stage_seconds"},
 }
 
 // bkFamilies need a server started with --bookkeeper-zk.
@@ -121,6 +124,16 @@ func TestMetricsFamilies(t *testing.T) {
 	if v := counterSum(fams, "nereus_kafka_produced_records_total"); v < kafkaRecords {
 		t.Errorf("nereus_kafka_produced_records_total = %v, want >= %d", v, kafkaRecords)
 	}
+	// The ack-path breakdown saw the seeded appends in every stage.
+	for _, h := range []struct{ name, stage string }{
+		{"nereus_pulsar_publish_stage_seconds", "admit"}, {"nereus_pulsar_publish_stage_seconds", "total"},
+		{"nereus_stream_append_stage_seconds", "wal"}, {"nereus_stream_append_stage_seconds", "commit"},
+		{"nereus_wal_producer_append_stage_seconds", "seal"}, {"nereus_wal_producer_append_stage_seconds", "commit"},
+	} {
+		if n := histogramCount(fams, h.name, "stage", h.stage); n < 1 {
+			t.Errorf("%s{stage=%q} counted %d observations after seeded appends", h.name, h.stage, n)
+		}
+	}
 	if t.Failed() {
 		var names []string
 		for n := range fams {
@@ -164,6 +177,18 @@ func counterSum(fams map[string]*dto.MetricFamily, name string, kv ...string) fl
 		sum += m.GetCounter().GetValue()
 	}
 	return sum
+}
+
+// histogramCount adds a histogram family's sample counts over the series
+// whose label k is v.
+func histogramCount(fams map[string]*dto.MetricFamily, name, k, v string) uint64 {
+	var n uint64
+	for _, m := range fams[name].GetMetric() {
+		if labelsMatch(m, map[string]string{k: v}) {
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return n
 }
 
 // --- the Grafana dashboard ---

@@ -26,7 +26,8 @@
 // the object the metadata says is there.
 //
 // Read path: Footer.Span maps an offset to the byte range of the block that
-// holds it (plus following blocks up to a byte budget), one GetRange fetches
+// holds it (plus following blocks up to a byte budget and, with
+// Footer.SpanEntries, only as many as an entry bound needs), one GetRange fetches
 // exactly those blocks, and DecodeSpan verifies each block's CRC32C and each
 // entry's CRC32C before returning entries. Returned payloads alias the
 // fetched buffer (no copy): the buffer is never reused, so callers may keep

@@ -168,14 +168,35 @@ func (f *Footer) blockFor(offset int64) int {
 // total stays within maxBytes (at least the first block, whatever
 // maxBytes). from outside [Start, End) returns ErrOutOfRange.
 func (f *Footer) Span(from int64, maxBytes int) (off, length int64, err error) {
+	return f.SpanEntries(from, maxBytes, 0)
+}
+
+// SpanEntries is Span that also stops adding blocks once they hold
+// maxEntries entries ending after from (maxEntries <= 0: no entry bound).
+// A reader that will keep only that many entries then fetches and verifies
+// about what it keeps instead of a whole byte budget's worth: a read of
+// 1,000 entries of 1 KiB with an 8 MiB budget fetches ~1 MiB, not 8. How
+// many entries of the block holding from end after from is only known once
+// it is decoded; it is counted as the fewest possible (every entry before
+// from covers at least one offset), so the span holds at least maxEntries
+// such entries whenever the object and maxBytes allow, and at most one
+// block more than they need when entries cover one offset each (or from
+// starts a block).
+func (f *Footer) SpanEntries(from int64, maxBytes, maxEntries int) (off, length int64, err error) {
 	if from < f.info.Start || from >= f.info.End {
 		return 0, 0, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, f.info.Start, f.info.End)
 	}
 	i := f.blockFor(from)
 	off, length = f.blocks[i].Pos, f.blocks[i].Len
+	have := max(int64(f.blocks[i].Entries)-(from-f.blocks[i].First), 1)
+	want := int64(maxEntries)
+	if maxEntries <= 0 {
+		want = int64(MaxEntries) + 1 // more than any object holds
+	}
 	budget := int64(maxBytes)
-	for j := i + 1; j < len(f.blocks) && length+f.blocks[j].Len <= budget; j++ {
+	for j := i + 1; j < len(f.blocks) && have < want && length+f.blocks[j].Len <= budget; j++ {
 		length += f.blocks[j].Len
+		have += int64(f.blocks[j].Entries)
 	}
 	return off, length, nil
 }

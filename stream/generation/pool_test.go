@@ -51,7 +51,7 @@ func TestReaderVerifiesOnceOnFsstore(t *testing.T) {
 			for _, e := range o.entries {
 				inBlock := e.Offset >= b.First && e.Offset < f.blockEnd(k)
 				es, err := r.Read(ctx, o.key, o.info, e.Offset, 1)
-				pes, buf, perr := r.ReadPooled(ctx, o.key, o.info, e.Offset, 1)
+				pes, buf, perr := r.ReadPooled(ctx, o.key, o.info, e.Offset, 1, 0)
 				if inBlock {
 					mustCorrupt(t, "flipped block, Read", err)
 					mustCorrupt(t, "flipped block, ReadPooled", perr)
@@ -92,7 +92,7 @@ func TestReadPooledReuse(t *testing.T) {
 	for round := range 3 {
 		for _, o := range objs {
 			for from := o.info.Start; from < o.info.End; {
-				es, buf, err := r.ReadPooled(ctx, o.key, o.info, from, 24<<10*(round+1))
+				es, buf, err := r.ReadPooled(ctx, o.key, o.info, from, 24<<10*(round+1), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -110,7 +110,7 @@ func TestReadPooledReuse(t *testing.T) {
 	if pooled == 0 {
 		t.Fatal("no read used a pooled buffer")
 	}
-	_, buf, err := r.ReadPooled(ctx, objs[0].key, objs[0].info, objs[0].info.Start, 1<<20)
+	_, buf, err := r.ReadPooled(ctx, objs[0].key, objs[0].info, objs[0].info.Start, 1<<20, 0)
 	if err != nil || buf == nil {
 		t.Fatalf("ReadPooled: buffer %v, %v", buf, err)
 	}
@@ -138,7 +138,7 @@ func TestReleasePoisonsUnderRace(t *testing.T) {
 	t.Cleanup(func() { _ = fs.Close() })
 	objs := putObjects(t, fs, 1, 12)
 	r := NewReader(fs, 1<<20)
-	es, buf, err := r.ReadPooled(ctx, objs[0].key, objs[0].info, objs[0].info.Start, 1<<20)
+	es, buf, err := r.ReadPooled(ctx, objs[0].key, objs[0].info, objs[0].info.Start, 1<<20, 0)
 	if err != nil || buf == nil || len(es) == 0 {
 		t.Fatalf("ReadPooled: %d entries, buffer %v, %v", len(es), buf, err)
 	}

@@ -89,21 +89,31 @@ func NewReader(store objectstore.ObjectStore, cacheBytes int64) *Reader {
 // (no object at key), ErrCorrupt (the object does not match info or fails
 // a checksum), or the store's error (a transient failure: retry).
 func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, error) {
-	entries, _, err := r.read(ctx, key, info, from, maxBytes, false)
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, 0, false)
 	return entries, err
 }
 
-// ReadPooled is Read into a recycled buffer: the payloads (and the
+// ReadLimit is Read for a caller that keeps at most maxEntries entries
+// (maxEntries <= 0: no bound): the span fetched stops once it holds that
+// many (Footer.SpanEntries), so the bytes fetched and verified follow what
+// the caller will use. It may still return more than maxEntries entries
+// (whole blocks); the caller drops the rest.
+func (r *Reader) ReadLimit(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int) ([]Entry, error) {
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, maxEntries, false)
+	return entries, err
+}
+
+// ReadPooled is ReadLimit into a recycled buffer: the payloads (and the
 // entries slice) belong to the returned Buffer, which the caller must
 // Release once it no longer uses any of them (and must not touch them
 // after). The Buffer is nil when the
 // read did not use one (a store without objectstore.RangeReader, a span
 // served from read-ahead): the payloads are then fresh, as Read's.
-func (r *Reader) ReadPooled(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, *Buffer, error) {
-	return r.read(ctx, key, info, from, maxBytes, true)
+func (r *Reader) ReadPooled(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int) ([]Entry, *Buffer, error) {
+	return r.read(ctx, key, info, from, maxBytes, maxEntries, true)
 }
 
-func (r *Reader) read(ctx context.Context, key string, info Info, from int64, maxBytes int, pooled bool) ([]Entry, *Buffer, error) {
+func (r *Reader) read(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int, pooled bool) ([]Entry, *Buffer, error) {
 	if from < info.Start || from >= info.End {
 		return nil, nil, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, info.Start, info.End)
 	}
@@ -111,7 +121,7 @@ func (r *Reader) read(ctx context.Context, key string, info Info, from int64, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	off, n, err := f.Span(from, maxBytes)
+	off, n, err := f.SpanEntries(from, maxBytes, maxEntries)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -80,8 +80,8 @@ type Config struct {
 	FlushBytes int
 	// GroupCommitMinWait and GroupCommitMinBytes (FlushGroupCommit only):
 	// runs written while earlier ones are still on their way are sealed,
-	// once the previous upload finished, only when the oldest has waited
-	// GroupCommitMinWait (default 2ms) or they add up to
+	// once the previous upload finished, only when GroupCommitMinWait
+	// (default 2ms) has passed since the previous seal or they add up to
 	// GroupCommitMinBytes (default 512 KiB), so a busy log gets fewer,
 	// larger segments (each costs a PUT, a manifest commit and a head-CAS
 	// round); a run written to an idle log is still sealed at once. A

@@ -27,7 +27,12 @@ import (
 // (the server died under it) is not retried: its payload is never sent
 // again, so it may be committed at most once and the acklog's
 // exactly-once check holds for acknowledged and unacknowledged writes
-// alike.
+// alike. Nor is it ordered: the server settles a failed append detached
+// from the client (server/api.go), so one the client gave up on may still
+// commit after the writer's later appends. A writer therefore takes a new
+// key (generation) after every failed append; the acklog's per-key order
+// check then covers exactly the appends each issued only once the one
+// before it was acknowledged.
 type Load struct {
 	c      *adminapi.Client
 	stream string
@@ -69,6 +74,7 @@ func (l *Load) Run(ctx context.Context, cycle, writers int) *sync.WaitGroup {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			gen := 0
 			key := fmt.Sprintf("c%d-w%d", cycle, w) + l.Pad
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
 			for seq := 0; ctx.Err() == nil; seq++ {
@@ -85,6 +91,9 @@ func (l *Load) Run(ctx context.Context, cycle, writers int) *sync.WaitGroup {
 				l.Acks.End()
 				cancel()
 				if err != nil {
+					// Unknown outcome: order from here on is a new key's.
+					gen++
+					key = fmt.Sprintf("c%d-w%d.g%d", cycle, w, gen) + l.Pad
 					// The server is going down or restarting: back off
 					// (bounded by ctx, which the cycle ends). A server
 					// that keeps refusing fails the cycle's progress
