@@ -343,15 +343,18 @@ type SetKafkaScramRequest struct {
 // GCStatus is the body of GET /v1/gc and POST /v1/gc/run: the last GC pass
 // of the node that answered, what it keeps and why, and its audit trail.
 type GCStatus struct {
-	DryRun       bool        `json:"dryRun"`
-	Disabled     bool        `json:"disabled"`
-	LastPass     time.Time   `json:"lastPass"`
-	DurationMs   int64       `json:"durationMs"`
-	PendingCount int         `json:"pendingCount"`
-	PendingBytes int64       `json:"pendingBytes"`
-	Pending      []GCPending `json:"pending,omitempty"`
-	Recent       []GCEvent   `json:"recent,omitempty"`
-	Stats        GCStats     `json:"stats"`
+	DryRun       bool      `json:"dryRun"`
+	Disabled     bool      `json:"disabled"`
+	LastPass     time.Time `json:"lastPass"`
+	DurationMs   int64     `json:"durationMs"`
+	PendingCount int       `json:"pendingCount"`
+	PendingBytes int64     `json:"pendingBytes"`
+	// GraceBytes is the part of PendingBytes in WAL segments or ledgers
+	// kept only until their grace period ends.
+	GraceBytes int64       `json:"graceBytes,omitempty"`
+	Pending    []GCPending `json:"pending,omitempty"`
+	Recent     []GCEvent   `json:"recent,omitempty"`
+	Stats      GCStats     `json:"stats"`
 	// Adopting lists the dead nodes' writers whose WAL logs / ledgers this
 	// node has adopted for GC ("objectwal/<writer>", "bookkeeper/<writer>").
 	Adopting []string `json:"adopting,omitempty"`
@@ -378,6 +381,7 @@ type GCEvent struct {
 // GCStats are the lifecycle counters of the node.
 type GCStats struct {
 	Passes                int64   `json:"passes"`
+	DuePasses             int64   `json:"duePasses,omitempty"` // passes that only re-judged units whose grace had ended
 	Errors                int64   `json:"errors"`
 	DeletedSegments       int64   `json:"deletedSegments"`
 	DeletedLedgers        int64   `json:"deletedLedgers"`

@@ -51,7 +51,7 @@ func (a *api) gcRun(w http.ResponseWriter, r *http.Request) {
 
 func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 	out := adminapi.GCStatus{DryRun: s.DryRun, Disabled: s.Disabled, LastPass: s.LastPass, DurationMs: s.Duration.Milliseconds(),
-		PendingCount: s.PendingCount, PendingBytes: s.PendingBytes}
+		PendingCount: s.PendingCount, PendingBytes: s.PendingBytes, GraceBytes: s.GraceBytes}
 	for _, p := range s.Pending {
 		out.Pending = append(out.Pending, adminapi.GCPending{Kind: p.Kind, Unit: p.Unit, Bytes: p.Bytes, Reason: p.Reason})
 	}
@@ -59,7 +59,7 @@ func toAPIGCStatus(s stream.GCStatus) adminapi.GCStatus {
 		out.Recent = append(out.Recent, adminapi.GCEvent{Time: e.Time, Kind: e.Kind, Unit: e.Unit, Bytes: e.Bytes, Reason: e.Reason, DryRun: e.DryRun})
 	}
 	st := s.Stats
-	out.Stats = adminapi.GCStats{Passes: st.GCPasses, Errors: st.GCErrors, DeletedSegments: st.GCSegments, DeletedLedgers: st.GCLedgers,
+	out.Stats = adminapi.GCStats{Passes: st.GCPasses, DuePasses: st.GCDuePasses, Errors: st.GCErrors, DeletedSegments: st.GCSegments, DeletedLedgers: st.GCLedgers,
 		DeletedObjects: st.GCObjects, DeletedRecords: st.GCRecords, DeletedBytes: st.GCBytes, DeletedStreams: st.GCStreams,
 		RetentionTrims: st.RetentionTrims, Materialized: st.Materialized, MaterializedBytes: st.MaterializedBytes,
 		MaterializeFailures: st.MaterializeFailures, MaterializeLagBytes: st.MaterializeLagBytes,

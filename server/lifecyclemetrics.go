@@ -34,6 +34,7 @@ var lifecycleMetrics = []struct {
 	{"nereus_lifecycle_merge_seconds_total", "Time spent merging generations.", func(s stream.LifecycleStats) float64 { return s.MergeSeconds }, false},
 	{"nereus_lifecycle_retention_trims_total", "Trims made by time or size retention.", func(s stream.LifecycleStats) float64 { return float64(s.RetentionTrims) }, false},
 	{"nereus_gc_passes_total", "GC passes run.", func(s stream.LifecycleStats) float64 { return float64(s.GCPasses) }, false},
+	{"nereus_gc_due_passes_total", "GC passes that only re-judged units whose grace period had ended.", func(s stream.LifecycleStats) float64 { return float64(s.GCDuePasses) }, false},
 	{"nereus_gc_errors_total", "GC passes that reported an error.", func(s stream.LifecycleStats) float64 { return float64(s.GCErrors) }, false},
 	{"nereus_gc_deleted_bytes_total", "Bytes of WAL segments and generation objects deleted by GC.", func(s stream.LifecycleStats) float64 { return float64(s.GCBytes) }, false},
 	{"nereus_gc_pending_units", "Physical units and records the last GC pass kept (see nereus gc status).", func(s stream.LifecycleStats) float64 { return float64(s.PendingUnits) }, true},

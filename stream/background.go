@@ -12,21 +12,19 @@ import (
 //
 //   - materialization: plan the streams this process writes, and renew
 //     the durable reader leases this process holds;
-//   - GC: logical GC of owned and deleted streams, then physical GC.
+//   - GC: logical GC of owned and deleted streams, then physical GC
+//     (every GCInterval, and earlier when a trim or a grace end makes work
+//     due: gc_schedule.go).
 //
 // Retention runs from the maintenance tick (maintenance.go).
 func (c *Core) startLifecycle() {
-	var matRunning, gcRunning atomic.Bool
+	var matRunning atomic.Bool
 	c.periodic(c.cfg.Lifecycle.Interval, &matRunning, func(ctx context.Context) {
 		c.scheduleMaterialization(ctx)
 		c.leases.renew(ctx)
 	})
 	if !c.cfg.Lifecycle.GCDisabled {
-		c.periodic(c.cfg.Lifecycle.GCInterval, &gcRunning, func(ctx context.Context) {
-			if _, err := c.CollectGarbage(ctx); err != nil && c.ctx.Err() == nil {
-				c.log.Warn("gc pass failed", "err", err)
-			}
-		})
+		c.startGC() // every GCInterval, and when work is due (gc_schedule.go)
 	}
 }
 
@@ -70,6 +68,8 @@ func (c *Core) periodic(d time.Duration, running *atomic.Bool, fn func(context.C
 // retentionPass enforces retention on every owned stream and plans the
 // materialization of owned streams no append session here touches.
 func (c *Core) retentionPass(ctx context.Context) error {
+	trims := c.lc.retentionTrims.Load()
+	defer c.kickIfTrimmed(trims) // retired sources start their grace now (gc_schedule.go)
 	return c.forOwnedStreams(ctx, func(in Info) error {
 		if in.State != StateActive && in.State != StateSealed {
 			return nil

@@ -138,6 +138,7 @@ type Core struct {
 	mat     *materializer
 	gc      gcState
 	adopt   adoptionState
+	gcs     gcSched
 	guards  retentionGuards
 	views   viewState
 	lc      lcMetrics

@@ -200,6 +200,9 @@ type GCStatus struct {
 	Pending      []GCPending
 	PendingCount int
 	PendingBytes int64
+	// GraceBytes is the part of PendingBytes in WAL units kept only until
+	// their grace period ends (every run retired, no protection needs them).
+	GraceBytes int64
 	// Recent is the audit trail: the last deletions, newest last.
 	Recent []GCEvent
 	Stats  LifecycleStats
@@ -305,6 +308,7 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
 		}
 		c.accountReclaim(p.Name(), rep, &pend)
+		c.gcNoteDue(rep.NextDue) // a due pass then, not at the next interval (gc_schedule.go)
 	}
 	if err := c.adoptionPass(ctx, opts, &pend, passN); err != nil {
 		errs = append(errs, fmt.Errorf("adoption: %w", err))
@@ -318,6 +322,7 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	c.gc.mu.Lock()
 	c.gc.status.LastPass, c.gc.status.Duration = start, c.rt.now().Sub(start)
 	c.gc.status.Pending, c.gc.status.PendingCount, c.gc.status.PendingBytes = pend.shown, pend.count, pend.bytes
+	c.gc.status.GraceBytes = pend.graceBytes
 	c.gc.mu.Unlock()
 	return c.GCStatus(), err
 }
@@ -334,6 +339,7 @@ func (c *Core) accountReclaim(providerName string, rep provider.ReclaimReport, p
 	}
 	pend.count += rep.PendingCount - len(rep.Pending)
 	pend.bytes += rep.PendingBytes
+	pend.graceBytes += rep.GraceBytes
 	for _, u := range rep.Pending {
 		pend.bytes -= u.Bytes // counted by add
 	}
@@ -349,9 +355,10 @@ func (c *Core) accountReclaim(providerName string, rep provider.ReclaimReport, p
 }
 
 type gcPending struct {
-	shown []GCPending
-	count int
-	bytes int64
+	shown      []GCPending
+	count      int
+	bytes      int64
+	graceBytes int64 // of bytes: WAL units kept only by the grace period
 }
 
 func (p *gcPending) add(u GCPending) {

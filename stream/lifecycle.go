@@ -355,19 +355,31 @@ func (c *Core) mutate(ctx context.Context, id ID, m mutation) (*head, error) {
 	}
 }
 
-// Trim implements Storage.
+// Trim implements Storage. A trim that moved the start asks for a GC pass
+// at once (gc_schedule.go): the sources it retired start their grace
+// period there instead of at the next GC interval.
 func (c *Core) Trim(ctx context.Context, id ID, to int64) error {
+	moved, err := c.trim(ctx, id, to)
+	if moved {
+		c.gcKick()
+	}
+	return err
+}
+
+// trim is Trim without the GC kick (a retention pass kicks once, at its
+// end); moved reports that the start moved.
+func (c *Core) trim(ctx context.Context, id ID, to int64) (moved bool, err error) {
 	h, _, err := c.readHeadView(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	to = min(to, h.End)
 	if to <= h.Start {
-		return nil
+		return false, nil
 	}
 	startBytes, err := c.bytesBefore(ctx, h, to)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = c.mutate(ctx, id, func(h *head) (bool, error) {
 		if to <= h.Start || to > h.End {
@@ -375,9 +387,10 @@ func (c *Core) Trim(ctx context.Context, id ID, to int64) error {
 		}
 		h.Start = to
 		h.StartBytes = max(h.StartBytes, startBytes)
+		moved = true
 		return true, nil
 	})
-	return err
+	return moved && err == nil, err
 }
 
 // SetRetention implements Storage.

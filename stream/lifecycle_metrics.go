@@ -9,6 +9,7 @@ type lcMetrics struct {
 	materializeFailures                atomic.Int64
 	materializeNanos                   atomic.Int64
 	gcPasses, gcErrors                 atomic.Int64
+	gcDuePasses                        atomic.Int64
 	gcSegments, gcLedgers, gcObjects   atomic.Int64
 	adoptions                          atomic.Int64
 	gcRecords, gcBytes                 atomic.Int64
@@ -35,6 +36,9 @@ type LifecycleStats struct {
 	// of the last scheduling pass).
 	MaterializeLagBytes, MaterializeLagSeconds int64
 	GCPasses, GCErrors                         int64
+	// GCDuePasses counts passes that only re-judged units whose grace had
+	// ended (gc_schedule.go); GCPasses counts full passes.
+	GCDuePasses int64
 	// Deleted physical units and metadata records, and the bytes freed.
 	GCSegments, GCLedgers, GCObjects, GCRecords, GCBytes int64
 	// GCStreams counts deleted streams whose last record was removed.
@@ -67,7 +71,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		Materialized:   m.materialized.Load(), MaterializedBytes: m.materializedBytes.Load(),
 		MaterializeFailures: m.materializeFailures.Load(), MaterializeSeconds: float64(m.materializeNanos.Load()) / 1e9,
 		MaterializeLagBytes: m.lagBytes.Load(), MaterializeLagSeconds: m.lagSeconds.Load(),
-		GCPasses: m.gcPasses.Load(), GCErrors: m.gcErrors.Load(),
+		GCPasses: m.gcPasses.Load(), GCErrors: m.gcErrors.Load(), GCDuePasses: m.gcDuePasses.Load(),
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
 		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),

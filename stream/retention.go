@@ -60,6 +60,8 @@ func (c *Core) retentionFloor(ctx context.Context, in Info) (int64, error) {
 // Retention.Bytes, never past a RetentionGuard's floor. It runs every
 // RetentionInterval; tests and admin tools may call it directly.
 func (c *Core) EnforceRetention(ctx context.Context) error {
+	trims := c.lc.retentionTrims.Load()
+	defer c.kickIfTrimmed(trims)
 	return c.forOwnedStreams(ctx, func(in Info) error {
 		if in.Retention == (Retention{}) || in.State != StateActive && in.State != StateSealed {
 			return nil
@@ -67,6 +69,14 @@ func (c *Core) EnforceRetention(ctx context.Context) error {
 		_, err := c.enforceOne(ctx, in)
 		return err
 	})
+}
+
+// kickIfTrimmed asks for a GC pass now if retention trimmed since the
+// counter read `before` (once per retention pass, not once per trim).
+func (c *Core) kickIfTrimmed(before int64) {
+	if c.lc.retentionTrims.Load() != before {
+		c.gcKick()
+	}
 }
 
 // enforceOne applies retention to one stream and returns the new start.
@@ -87,7 +97,7 @@ func (c *Core) enforceOne(ctx context.Context, in Info) (int64, error) {
 	if to <= h.Start {
 		return h.Start, nil
 	}
-	if err := c.Trim(ctx, in.ID, to); err != nil {
+	if _, err := c.trim(ctx, in.ID, to); err != nil {
 		return h.Start, err
 	}
 	c.lc.retentionTrims.Add(1)

@@ -230,7 +230,10 @@ func TestSpace(t *testing.T) {
 		at                        time.Duration
 		phase                     string
 		objects, meta, retained   int64
-		window                    int64 // value bytes acknowledged in the last retention.ms
+		window                    int64 // value bytes acknowledged in the last retention.ms (interpolated from 100 ms ack samples)
+		window2s                  int64 // the pre-session-12 figure: acked since the first 2 s sample within retention.ms (≈ 4 s of data)
+		pending, grace            int64 // GC's kept WAL bytes as of its last pass, and the part only the grace period keeps
+		passes, duePasses         int64 // GC passes (full, and due-only ones) so far
 		segs, objs, recs, streams int64
 		trims                     int64
 		produced                  int64
@@ -244,7 +247,23 @@ func TestSpace(t *testing.T) {
 		at    time.Time
 		bytes int64
 	}
-	var ackHist []ackPoint
+	var ackHist []ackPoint // every 2 s sample (the old window figure)
+	var fineMu sync.Mutex
+	var fine []ackPoint // every 100 ms (the window figure)
+	ackedAt := func(at time.Time) int64 {
+		fineMu.Lock()
+		defer fineMu.Unlock()
+		i := sort.Search(len(fine), func(i int) bool { return !fine[i].at.Before(at) })
+		switch {
+		case i == 0:
+			return 0 // before the first sample: nothing acknowledged yet
+		case i == len(fine):
+			return fine[len(fine)-1].bytes
+		}
+		a, b := fine[i-1], fine[i]
+		f := float64(at.Sub(a.at)) / float64(b.at.Sub(a.at))
+		return a.bytes + int64(f*float64(b.bytes-a.bytes))
+	}
 	sampleOnce := func() {
 		now := time.Now()
 		acked := prod.acked.Load()
@@ -258,7 +277,7 @@ func TestSpace(t *testing.T) {
 		}
 		s := sample{at: now.Sub(start).Round(100 * time.Millisecond), phase: phase.Load().(string),
 			objects: dirBytes(filepath.Join(srv.DataDir(), "objects")), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")) + dirBytes(filepath.Join(srv.DataDir(), "metadata.log")),
-			window: acked - old, produced: acked}
+			window: acked - ackedAt(now.Add(-retMs*time.Millisecond)), window2s: acked - old, produced: acked}
 		mu.Lock()
 		names := append([]string(nil), live...)
 		mu.Unlock()
@@ -272,6 +291,8 @@ func TestSpace(t *testing.T) {
 		if st, err := c.GCStatus(ctx); err == nil {
 			s.segs, s.objs, s.recs, s.streams, s.trims = st.Stats.DeletedSegments, st.Stats.DeletedObjects, st.Stats.DeletedRecords, st.Stats.DeletedStreams, st.Stats.RetentionTrims
 			s.deletedLedgers = st.Stats.DeletedLedgers
+			s.pending, s.grace = st.PendingBytes, st.GraceBytes
+			s.passes, s.duePasses = st.Stats.Passes, st.Stats.DuePasses
 		}
 		if zkc != nil {
 			s.ledgers = zkc.count() // the benchmark's own streams' ledgers, deleted topics' included
@@ -282,6 +303,22 @@ func TestSpace(t *testing.T) {
 	}
 	sctx, stopSampling := context.WithCancel(ctx)
 	samplerDone := make(chan struct{})
+	fineDone := make(chan struct{})
+	go func() {
+		defer close(fineDone)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			fineMu.Lock()
+			fine = append(fine, ackPoint{time.Now(), prod.acked.Load()})
+			fineMu.Unlock()
+			select {
+			case <-sctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
 	go func() {
 		defer close(samplerDone)
 		tk := time.NewTicker(2 * time.Second)
@@ -320,6 +357,7 @@ func TestSpace(t *testing.T) {
 	time.Sleep(60 * time.Second)
 	stopSampling()
 	<-samplerDone
+	<-fineDone
 	costs = append(costs, readCost(t, srv, pid, "idle"))
 	for i := 1; i < len(costs); i++ {
 		t.Logf("cost of phase %s: %s", costs[i].phase, costs[i].minus(costs[i-1]))
@@ -329,15 +367,14 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ max(window, retained) | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
 		peak = max(peak, s.objects)
-		ref := max(s.window, s.retained)
 		ratio := "-"
-		if ref > 0 {
-			ratio = fmt.Sprintf("%.1f", float64(s.objects)/float64(ref))
+		if s.window > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(s.objects)/float64(s.window))
 		}
 		if i > 0 {
 			p := samples[i-1]
@@ -346,7 +383,7 @@ func TestSpace(t *testing.T) {
 				maxRate = max(maxRate, float64((s.segs+s.objs+s.recs)-(p.segs+p.objs+p.recs))/dt)
 			}
 		}
-		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d / %d / %d / %d | %d | %d / %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers)
+		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f / %.1f | %d / %d / %d / %d | %d | %d / %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, mb(s.pending), mb(s.grace), s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers)
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
@@ -356,17 +393,26 @@ func TestSpace(t *testing.T) {
 	// trickle from 10 s after the delete (the deleted half is gone).
 	summary := func(name string, keep func(sample) bool) {
 		var n int
-		var sum, mx, rsum, rmx float64
+		var sum, mx, rsum, rmx, osum, omx, retSum, penSum, graceSum float64
+		var first, last sample
 		for _, s := range samples {
-			if !keep(s) || s.window <= 0 {
+			if !keep(s) || s.window <= 0 || s.window2s <= 0 {
 				continue
 			}
+			if n == 0 {
+				first = s
+			}
+			last = s
 			n++
-			o, r := mb(s.objects), float64(s.objects)/float64(s.window)
-			sum, mx, rsum, rmx = sum+o, max(mx, o), rsum+r, max(rmx, r)
+			o, r, or := mb(s.objects), float64(s.objects)/float64(s.window), float64(s.objects)/float64(s.window2s)
+			sum, mx, rsum, rmx, osum, omx = sum+o, max(mx, o), rsum+r, max(rmx, r), osum+or, max(omx, or)
+			retSum, penSum, graceSum = retSum+mb(s.retained), penSum+mb(s.pending), graceSum+mb(s.grace)
 		}
 		if n > 0 {
-			t.Logf("SPACE %s: objects/ mean %.0f MB, max %.0f MB; objects/ ÷ window (5 s acked) mean %.2f, max %.2f (%d samples)", name, sum/float64(n), mx, rsum/float64(n), rmx, n)
+			fn := float64(n)
+			secs := (last.at - first.at).Seconds()
+			t.Logf("SPACE %s: objects/ mean %.0f MB, max %.0f MB; objects/ ÷ window (5 s acked) mean %.2f, max %.2f; ÷ the pre-session-12 window figure (≈ 4 s) mean %.2f, max %.2f; mean live retained %.0f MB, GC pending %.0f MB of which in grace %.0f MB; GC passes full %d / due-only %d in %.0f s (%d samples)",
+				name, sum/fn, mx, rsum/fn, rmx, osum/fn, omx, retSum/fn, penSum/fn, graceSum/fn, last.passes-first.passes, last.duePasses-first.duePasses, secs, n)
 		}
 	}
 	summary("steady write", func(s sample) bool { return s.phase == "write" && s.at >= 8*time.Second })

@@ -71,13 +71,19 @@ func (p *Provider) retain(location string, runs []provider.RunRef, size int64) {
 }
 
 // Reclaim implements provider.Reclaimer.
-func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (provider.ReclaimReport, error) {
-	var rep provider.ReclaimReport
+func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (rep provider.ReclaimReport, err error) {
+	defer func() { rep.NextDue = p.nextDue(opts) }()
 	p.mu.Lock()
-	p.reclaimPass++
-	relist := p.reclaimPass%relistEvery == 1
-	queue := p.rediscoverQ
-	p.rediscoverQ = nil
+	var relist bool
+	var queue []string
+	if !opts.DueOnly {
+		// A due pass only re-judges units already found retired: listing
+		// and reading back are the full passes' job.
+		p.reclaimPass++
+		relist = p.reclaimPass%relistEvery == 1
+		queue = p.rediscoverQ
+		p.rediscoverQ = nil
+	}
 	p.mu.Unlock()
 	if relist {
 		found, err := p.unknownSegments(ctx)
@@ -100,6 +106,11 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	for loc, rs := range p.retained {
 		if rs.rediscovered && rs.runs == nil {
 			continue // not read back yet
+		}
+		if opts.DueOnly {
+			if first, ok := p.firstDead[loc]; !ok || first.Add(opts.Grace).After(opts.Now) {
+				continue
+			}
 		}
 		locs = append(locs, loc)
 		spans = append(spans, [2]int{len(all), len(all) + len(rs.runs)})
@@ -148,6 +159,7 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		if wait := first.Add(opts.Grace).Sub(opts.Now); wait > 0 {
 			p.addPending(&rep, loc, rs.size, fmt.Sprintf("every run retired; grace period ends in %s", wait.Round(time.Millisecond)))
+			rep.GraceBytes += rs.size
 			continue
 		}
 		if opts.DryRun {
@@ -175,6 +187,20 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		p.log.Info("gc deleted segment", "segment", d.loc, "bytes", d.size, "reason", "every committed run retired")
 	}
 	return rep, nil
+}
+
+// nextDue is the earliest end of a grace period after opts.Now among the
+// segments last judged retired (zero if none).
+func (p *Provider) nextDue(opts provider.ReclaimOptions) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var due time.Time
+	for _, first := range p.firstDead {
+		if end := first.Add(opts.Grace); end.After(opts.Now) && (due.IsZero() || end.Before(due)) {
+			due = end
+		}
+	}
+	return due
 }
 
 func (p *Provider) addPending(rep *provider.ReclaimReport, loc string, size int64, reason string) {

@@ -174,6 +174,12 @@ type ReclaimOptions struct {
 	DryRun bool
 	// Now is the pass's clock reading.
 	Now time.Time
+	// DueOnly asks for a pass over just the units an earlier pass found
+	// retired whose grace period has ended by Now: each is judged again
+	// (fresh verdicts, protections included) and deleted if it is still
+	// retired, exactly as a full pass would. A provider may run a full
+	// pass instead.
+	DueOnly bool
 }
 
 // PendingUnit is a physical unit a pass kept, and why.
@@ -196,6 +202,14 @@ type ReclaimReport struct {
 	// PendingCount and PendingBytes total every kept unit.
 	PendingCount int
 	PendingBytes int64
+	// GraceBytes is the part of PendingBytes held only by the grace
+	// period: units every run of which is retired and no protection needs.
+	GraceBytes int64
+	// NextDue, when not zero, is the earliest moment after Now at which
+	// the grace period of a unit found retired ends (the core wakes a
+	// DueOnly pass then instead of waiting for its next interval). A
+	// provider that does not track it leaves it zero.
+	NextDue time.Time
 }
 
 // Reclaimer is implemented by providers that delete the bytes of committed
