@@ -36,7 +36,10 @@ const (
 	objectStoreS3   = "s3"
 	MetadataBolt    = "bolt"
 	MetadataLog     = "log"
-	metadataEtcd    = "etcd"
+	// MetadataAuto (the default) is an embedded store: the one a data dir
+	// already runs on, log for a new one (resolveMetadata).
+	MetadataAuto = "auto"
+	metadataEtcd = "etcd"
 	// DefaultEtcdPrefix namespaces Nereus' keys in etcd when the
 	// --metadata URL names no prefix.
 	DefaultEtcdPrefix = "/nereus/"
@@ -178,8 +181,10 @@ func (c Config) validateBackends() []error {
 	if objErr != nil {
 		errs = append(errs, objErr)
 	}
-	if _, err := parseMetadata(c.Metadata); err != nil {
-		errs = append(errs, err)
+	if c.Metadata != MetadataAuto {
+		if _, err := parseMetadata(c.Metadata); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if objErr == nil && obj.kind != objectStoreS3 {
 		def := DefaultConfig()
@@ -422,6 +427,30 @@ func checkBackends(dataDir string, obj objectStoreSpec, meta metadataSpec) (reco
 			dataDir, have.ObjectStore, have.Metadata, want.ObjectStore, want.Metadata, path)
 	}
 	return record, nil
+}
+
+// resolveMetadata turns --metadata auto into an embedded store: the one
+// the data dir's record names, bolt for a data dir from before the record
+// (it has metadata.db or objects/: it ran on bbolt), and log (logstore)
+// for a new data dir. It returns why, for the start-up log. A data dir never
+// changes store: bolt and log are different commit authorities.
+func resolveMetadata(dataDir, v string) (resolved, why string) {
+	if v != MetadataAuto {
+		return v, "--metadata " + v
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, backendsFile))
+	if err == nil {
+		var have backendsRecord
+		if json.Unmarshal(raw, &have) == nil && (have.Metadata == MetadataBolt || have.Metadata == MetadataLog) {
+			return have.Metadata, "auto: the data dir's " + backendsFile + " record"
+		}
+		// Anything else: checkBackends explains the mismatch.
+		return MetadataLog, "auto: the default for a new data dir"
+	}
+	if exists(filepath.Join(dataDir, "metadata.db")) || exists(filepath.Join(dataDir, "objects")) {
+		return MetadataBolt, "auto: an existing data dir (metadata.db) keeps bolt"
+	}
+	return MetadataLog, "auto: the default for a new data dir"
 }
 
 // recordBackends writes the data dir's record of its stores.

@@ -110,7 +110,7 @@ func TestServeOnS3AndEtcdSurvivesKill9(t *testing.T) {
 	if err != nil || keys.Count == 0 {
 		t.Fatalf("no keys under %s in etcd (err %v)", etcdPrefix, err)
 	}
-	for _, p := range []string{"metadata.db", "objects"} {
+	for _, p := range []string{"metadata.db", "metadata.log", "objects"} {
 		if _, err := os.Stat(filepath.Join(srv.DataDir(), p)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("data dir has %s (err %v): the embedded store was used", p, err)
 		}
@@ -147,7 +147,7 @@ func TestServeBackendStartupErrors(t *testing.T) {
 			nil, "etcd did not answer within 2s"},
 		{"unknown scheme", "", []string{"--object-store", "gs://bucket"}, nil, `unknown scheme "gs"`},
 		{"data dir of other stores", embeddedDir, []string{"--metadata", "etcd://" + etcdtest.Endpoint(t) + etcdtest.Prefix()},
-			nil, "last ran on object store file and metadata bolt"},
+			nil, "last ran on object store file and metadata log"},
 	}
 	// The embedded stores' data dir: one clean start and stop on the
 	// defaults records them.
@@ -237,5 +237,41 @@ func TestServeOnLogMetadataSurvivesKill9(t *testing.T) {
 	}
 	if rec, err := os.ReadFile(filepath.Join(dir, "storage-backends")); err != nil || !strings.Contains(string(rec), `"metadata":"log"`) {
 		t.Fatalf("data dir record %s (%v): want metadata log", rec, err)
+	}
+}
+
+// TestServeDefaultMetadata: on its defaults (--metadata auto) a new data
+// dir gets logstore, and a data dir that already ran on bbolt keeps it —
+// also one from before the storage-backends record (only metadata.db says
+// what it ran on) — and says so in the start-up log.
+func TestServeDefaultMetadata(t *testing.T) {
+	fresh := testserver.Start(t, testserver.Options{DisableKafka: true, DisablePulsar: true})
+	if h := fresh.Health(); h.Metadata == nil || h.Metadata.Kind != "log" {
+		t.Fatalf("new data dir on the defaults: metadata %+v", h.Metadata)
+	}
+	fresh.Stop()
+
+	dir := t.TempDir()
+	old := testserver.Start(t, testserver.Options{DataDir: dir, Args: []string{"--metadata", "bolt"}, DisableKafka: true, DisablePulsar: true})
+	old.Stop()
+	if err := os.Remove(filepath.Join(dir, "storage-backends")); err != nil {
+		t.Fatal(err) // now it looks like a data dir from before the record
+	}
+	for round := range 2 {
+		srv := testserver.Start(t, testserver.Options{DataDir: dir, DisableKafka: true, DisablePulsar: true})
+		if h := srv.Health(); h.Metadata == nil || h.Metadata.Kind != "bolt" {
+			t.Fatalf("round %d: bolt data dir on the defaults: metadata %+v", round, h.Metadata)
+		}
+		srv.Stop()
+		log, err := os.ReadFile(srv.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(log), "metadata_chosen_by") || !strings.Contains(string(log), "keeps bolt") && !strings.Contains(string(log), "record") {
+			t.Fatalf("round %d: the start-up log does not say why bolt:\n%s", round, log)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "metadata.log")); !os.IsNotExist(err) {
+		t.Fatalf("a log store appeared in a bolt data dir: %v", err)
 	}
 }

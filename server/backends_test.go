@@ -106,7 +106,7 @@ func TestParseMetadata(t *testing.T) {
 // > default like every other setting, and --s3-path-style needs no value.
 func TestConfigBackendSettings(t *testing.T) {
 	def := DefaultConfig()
-	if def.ObjectStore != "file" || def.Metadata != "bolt" || def.S3Region != "us-east-1" || def.S3PathStyle ||
+	if def.ObjectStore != "file" || def.Metadata != "auto" || def.S3Region != "us-east-1" || def.S3PathStyle ||
 		def.BackendTimeout != 15*time.Second {
 		t.Fatalf("unexpected backend defaults: %+v", def)
 	}
@@ -252,6 +252,16 @@ func TestBackendsRecord(t *testing.T) {
 	}
 	if record, err := checkBackends(legacy, file, bolt); err != nil || !record {
 		t.Fatalf("legacy dir on its own stores: record=%v err=%v", record, err)
+	}
+
+	// --metadata auto resolves to the store a data dir already runs on.
+	for _, c := range []struct{ dir, want string }{{t.TempDir(), "log"}, {legacy, "bolt"}, {dir, "log"}} {
+		if got, why := resolveMetadata(c.dir, MetadataAuto); got != c.want || why == "" {
+			t.Fatalf("auto in %s: %s (%s), want %s", c.dir, got, why, c.want)
+		}
+	}
+	if got, _ := resolveMetadata(legacy, MetadataLog); got != MetadataLog {
+		t.Fatalf("an explicit --metadata is kept: %s", got)
 	}
 
 	// The two embedded metadata stores are different commit authorities.

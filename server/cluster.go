@@ -78,7 +78,7 @@ func registryEndpoints(eps []listener.Endpoint, logger *slog.Logger) []cluster.E
 }
 
 // joinCluster registers this node in the cluster registry of its metadata
-// store. On a single node (bbolt metadata) the cluster has one member,
+// store. On a single node (embedded metadata) the cluster has one member,
 // which owns everything: the same code path as a many-node cluster.
 func joinCluster(cfg Config, nodeID string, storage stream.Storage, meta metadata.Store, eps []listener.Endpoint,
 	logger *slog.Logger) (*cluster.Node, error) {

@@ -108,8 +108,10 @@ type Config struct {
 	// variables, shared config files, instance roles).
 	S3AccessKey string
 	S3SecretKey Secret
-	// Metadata selects the metadata store (the commit authority): "bolt"
-	// (default) is the embedded bbolt store in <data-dir>/metadata.db;
+	// Metadata selects the metadata store (the commit authority): "auto"
+	// (default) is an embedded store — the one the data dir already runs
+	// on, bolt for a data dir with metadata.db from before, log for a new
+	// data dir; "bolt" is the embedded bbolt store in <data-dir>/metadata.db;
 	// "log" is the embedded log-structured store (metadata/logstore) in
 	// <data-dir>/metadata.log/;
 	// "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]" is an etcd v3 cluster, all
@@ -164,7 +166,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 30 * time.Second,
 		ObjectStore:     ObjectStoreFile,
 		S3Region:        "us-east-1",
-		Metadata:        MetadataBolt,
+		Metadata:        MetadataAuto,
 		BackendTimeout:  15 * time.Second,
 
 		ClusterSessionTTL: 4 * time.Second,
@@ -332,7 +334,7 @@ var settings = []setting{
 		get:   func(c *Config) string { return string(c.S3SecretKey) },
 		set:   func(c *Config, v string) error { c.S3SecretKey = Secret(v); return nil },
 	},
-	mk("metadata", "metadata store: bolt (<data-dir>/metadata.db), log (<data-dir>/metadata.log/) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (default prefix /nereus/)", func(c *Config) *string { return &c.Metadata }),
+	mk("metadata", "metadata store: auto (the embedded store the data dir already runs on; log for a new data dir), bolt (<data-dir>/metadata.db), log (<data-dir>/metadata.log/) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (default prefix /nereus/)", func(c *Config) *string { return &c.Metadata }),
 	{
 		key:   "backend-timeout",
 		usage: "how long start-up waits for the S3 bucket check and for etcd to answer",

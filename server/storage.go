@@ -94,8 +94,8 @@ func (o openedStorage) RegisterCompactionPolicy(kind string, match func(stream.I
 }
 
 // openStorage is the ONE place the process constructs its stream storage:
-// the stream core over the metadata store --metadata selects (bbolt in
-// <data-dir>/metadata.db, or etcd) and the Object WAL on the object store
+// the stream core over the metadata store --metadata selects (logstore in
+// <data-dir>/metadata.log/ or bbolt in <data-dir>/metadata.db, or etcd) and the Object WAL on the object store
 // --object-store selects (the filesystem in <data-dir>/objects, or S3).
 // The node ID is the core's writer identity and names this node's WAL log
 // (wal/<node-id> in the object store), so a restarted process claims (and
@@ -106,11 +106,13 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return openedStorage{}, err
 	}
-	metaSpec, err := parseMetadata(cfg.Metadata)
-	if err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return openedStorage{}, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	var metaWhy string
+	cfg.Metadata, metaWhy = resolveMetadata(cfg.DataDir, cfg.Metadata)
+	metaSpec, err := parseMetadata(cfg.Metadata)
+	if err != nil {
 		return openedStorage{}, err
 	}
 	record, err := checkBackends(cfg.DataDir, objSpec, metaSpec)
@@ -157,7 +159,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		}
 	}
 	logger.Info("storage backends", "object_store", objInfo.Kind, "object_store_location", objInfo.Location,
-		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location)
+		"s3_endpoint", objInfo.Endpoint, "metadata", metaInfo.Kind, "metadata_location", metaInfo.Location, "metadata_chosen_by", metaWhy)
 
 	wal, err := objectwal.Open(ctx, cfg.objectWALConfig(objectwal.Config{Store: objects, Prefix: "wal/" + nodeID,
 		Logger: logger, Meter: mtr.Meter("github.com/nereusstream/nereus-go/wal")}, objInfo.Kind))

@@ -276,7 +276,7 @@ func TestSpace(t *testing.T) {
 			}
 		}
 		s := sample{at: now.Sub(start).Round(100 * time.Millisecond), phase: phase.Load().(string),
-			objects: dirBytes(filepath.Join(srv.DataDir(), "objects")), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")),
+			objects: dirBytes(filepath.Join(srv.DataDir(), "objects")), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")) + dirBytes(filepath.Join(srv.DataDir(), "metadata.log")),
 			window: acked - ackedAt(now.Add(-retMs*time.Millisecond)), window2s: acked - old, produced: acked}
 		mu.Lock()
 		names := append([]string(nil), live...)
@@ -367,7 +367,7 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata.db MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
@@ -387,7 +387,7 @@ func TestSpace(t *testing.T) {
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
-	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata.db %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
+	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
 		mb(peak), mb(last.objects), mb(last.meta), maxRate)
 	// Steady states: the write from 8 s on (the window is full), the
 	// trickle from 10 s after the delete (the deleted half is gone).

@@ -25,6 +25,7 @@ func TestCLIRebuildIndexRestoresGenerations(t *testing.T) {
 	dir := t.TempDir()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
+	cfg.Metadata = server.MetadataBolt // the test edits metadata.db while the server is down
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.KafkaAddr, cfg.PulsarAddr = "", ""
 	cfg.Lifecycle.GenerationBytes = 4 << 10

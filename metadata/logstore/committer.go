@@ -82,7 +82,7 @@ func (s *Store) commit(batch []*request) {
 		s.answer(batch, s.failed)
 		return
 	}
-	w := writer{s: s, frame: append(s.buf[:0], zeroHeader[:]...), version: s.version, live: s.live}
+	w := writer{s: s, buf: append(s.buf[:0], zeroHeader[:]...), seq: s.log.seq, version: s.version, live: s.live}
 	ops := 0
 	for _, r := range batch {
 		r.results, r.err = nil, nil
@@ -102,8 +102,8 @@ func (s *Store) commit(batch []*request) {
 		}
 		ops += len(r.ops)
 	}
-	if len(w.frame) > frameHeaderSize {
-		if err := s.flush(w.frame); err != nil {
+	if w.finish() > 0 {
+		if err := s.flush(w.buf, w.frames); err != nil {
 			// The bytes may or may not be on disk: the outcome is unknown,
 			// and the file's tail can no longer be trusted to append to.
 			s.failed = fmt.Errorf("%w: logstore commit: %w", metadata.ErrUnavailable, err)
@@ -111,10 +111,10 @@ func (s *Store) commit(batch []*request) {
 			s.answer(batch, s.failed)
 			return
 		}
-		s.logBytes += int64(len(w.frame))
+		s.logBytes += int64(len(w.buf))
 	}
-	if cap(w.frame) <= 1<<20 {
-		s.buf = w.frame[:0] // reuse, unless one huge Batch grew it
+	if cap(w.buf) <= 1<<20 {
+		s.buf = w.buf[:0] // reuse, unless one huge Batch grew it
 	}
 	s.version, s.live = w.version, w.live
 	if w.changed {
@@ -131,19 +131,19 @@ func (s *Store) commit(batch []*request) {
 	}
 }
 
-// flush appends one frame (its header still to fill) and syncs it.
-func (s *Store) flush(frame []byte) error {
-	putFrameHeader(frame[:frameHeaderSize], s.log.seq+1, frame[frameHeaderSize:])
+// flush appends a commit's frames (one, unless the commit was huge) with
+// one write and syncs them once.
+func (s *Store) flush(frames []byte, n int) error {
 	s.stats.flushes.Add(1)
 	if s.opts.testNoSync {
-		if _, err := s.log.f.WriteAt(frame, s.log.off); err != nil {
+		if _, err := s.log.f.WriteAt(frames, s.log.off); err != nil {
 			return err
 		}
-		s.log.off += int64(len(frame))
-		s.log.seq++
+		s.log.off += int64(len(frames))
+		s.log.seq += uint64(n)
 		return nil
 	}
-	return s.log.append(frame)
+	return s.log.append(frames, n)
 }
 
 func (s *Store) answer(batch []*request, err error) {
@@ -153,14 +153,51 @@ func (s *Store) answer(batch []*request, err error) {
 	}
 }
 
+// frameSplit bounds one frame's payload: a commit whose records would make
+// a larger frame (a Batch of many big values) is written as several frames,
+// still in one write and one flush. Recovery then reads at most this much
+// per frame (the format allows up to maxFramePayload).
+var frameSplit = 64 << 20 // a variable only so a test can make it small
+
 // writer applies one commit's ops to the working tree and logs them.
 type writer struct {
 	s       *Store
-	frame   []byte           // frame header space, then the records
+	buf     []byte           // the commit's frames; the last one still open at start
+	start   int              // offset of the open frame's header in buf
+	frames  int              // frames sealed
+	seq     uint64           // sequence number of the last frame sealed (or in the log)
 	version metadata.Version // last issued; the next put gets version+1
 	live    int64
 	events  []metadata.Event
 	changed bool
+}
+
+// record appends one record to the open frame, sealing it first if the
+// record would take it past frameSplit.
+func (w *writer) record(kind byte, version metadata.Version, key string, value []byte) {
+	if open := len(w.buf) - w.start - frameHeaderSize; open > 0 && open+recordHeaderSize+len(key)+len(value) > frameSplit {
+		w.seal()
+		w.start = len(w.buf)
+		w.buf = append(w.buf, zeroHeader[:]...)
+	}
+	w.buf = appendRecord(w.buf, kind, version, key, value)
+}
+
+func (w *writer) seal() {
+	w.seq++
+	w.frames++
+	putFrameHeader(w.buf[w.start:w.start+frameHeaderSize], w.seq, w.buf[w.start+frameHeaderSize:])
+}
+
+// finish seals the open frame (dropping it if empty) and returns how many
+// frames the commit holds.
+func (w *writer) finish() int {
+	if len(w.buf)-w.start == frameHeaderSize {
+		w.buf = w.buf[:w.start]
+	} else {
+		w.seal()
+	}
+	return w.frames
 }
 
 // apply runs one op; a failed precondition is its Result.
@@ -192,12 +229,12 @@ func (w *writer) apply(op metadata.Op) metadata.Result {
 		w.version++
 		e := &entry{key: op.Key, version: w.version, session: op.Session, value: append([]byte(nil), op.Value...)}
 		if op.Session == 0 {
-			w.frame = appendRecord(w.frame, recPut, w.version, op.Key, op.Value)
+			w.record(recPut, w.version, op.Key, op.Value)
 		} else {
 			// An ephemeral is logged as a delete carrying its version: on
 			// disk the key is absent (no ephemeral survives a restart), and
 			// the version is never issued again.
-			w.frame = appendRecord(w.frame, recDelete, w.version, op.Key, nil)
+			w.record(recDelete, w.version, op.Key, nil)
 		}
 		if exists {
 			w.live -= cur.liveBytes()
@@ -220,7 +257,7 @@ func (w *writer) apply(op metadata.Op) metadata.Result {
 // on disk its key is already absent.
 func (w *writer) delete(cur *entry) {
 	if cur.session == 0 {
-		w.frame = appendRecord(w.frame, recDelete, 0, cur.key, nil)
+		w.record(recDelete, 0, cur.key, nil)
 	}
 	w.live -= cur.liveBytes()
 	w.s.work.Delete(cur)

@@ -25,7 +25,10 @@
 // working tree as left by the ops before it (a failed precondition is a
 // result, siblings are unaffected), encodes every change as a record into
 // ONE frame, writes the frame with one pwrite and flushes it with one
-// fdatasync. Only then does it publish the new tree to readers, publish the
+// fdatasync. (A commit over 64 MiB of records is split into several frames,
+// still one pwrite and one fdatasync; a crash mid-write may then keep a
+// prefix of its frames — an unacknowledged commit has an unknown outcome
+// per op, and the store promises no atomicity across keys.) Only then does it publish the new tree to readers, publish the
 // watch events and answer the callers. A round that changed nothing on
 // disk (every precondition failed, or only ephemerals were deleted) writes
 // and flushes nothing.
@@ -93,12 +96,15 @@
 //     one that returned an error wrapping ErrUnavailable may or may not
 //     have.
 //  2. Only the newest log can hold a commit that was never acknowledged,
-//     and only as its last frame (one committer, one append in flight).
+//     and only as its last frame(s) (one committer, one append in flight).
 //     Open reads frames until the first one that fails its checks. If the
 //     rest of the file is zeros, that is the end; if it is not and no
 //     intact frame with a higher sequence starts anywhere after it, it is
 //     the torn tail of that unacknowledged commit: the file is truncated
-//     there and synced before anything else happens. Anything else — an
+//     there and synced before anything else happens. A newest log whose
+//     header is zeros or damaged with only zeros after it was being created
+//     when the process died (no frame is written before its header is
+//     synced): it is removed and made again. Anything else — an
 //     intact frame after a damaged one, damage in an older log or in a
 //     snapshot, a missing log generation, a sequence gap — fails Open with
 //     ErrCorrupt: nothing is served.

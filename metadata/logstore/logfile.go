@@ -30,30 +30,30 @@ type logFile struct {
 
 	mu sync.Mutex
 	// alloc is the end of the region that is either written by the
-	// committer or zero-filled and synced: the filler only ever writes at
-	// or past it, so it can never overwrite a frame.
-	alloc     int64
-	filling   chan struct{} // non-nil while a fill runs; closed when it ends
-	fillBroke bool          // a fill failed: stop filling, appends grow the file
-	wg        sync.WaitGroup
+	// committer or zero-filled (synced once the fill finishes): the filler
+	// only ever writes at or past it, so it can never overwrite a frame.
+	alloc       int64
+	filling     chan struct{} // non-nil while a piece is being zero-filled; closed when it is
+	fillRunning bool          // a fill goroutine runs
+	fillBroke   bool          // a fill failed: stop filling, appends grow the file
+	wg          sync.WaitGroup
 }
 
 func logName(gen uint64) string  { return fmt.Sprintf("log-%016x", gen) }
 func snapName(gen uint64) string { return fmt.Sprintf("snap-%016x", gen) }
 
-// createLog makes a new, durable, empty log: header, the first chunk of
-// zeros, fdatasync, then the directory entry synced.
+// createLog makes a new, durable, empty log (its header fdatasync'd, then
+// the directory entry synced) and starts zero-filling its first chunk in
+// the background.
 func createLog(dir string, gen uint64, chunk int64) (*logFile, error) {
 	path := filepath.Join(dir, logName(gen))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	l := &logFile{f: f, path: path, gen: gen, chunk: chunk, off: fileHeaderSize}
+	l := &logFile{f: f, path: path, gen: gen, chunk: chunk, off: fileHeaderSize, alloc: fileHeaderSize}
 	err = func() error {
-		buf := make([]byte, fileHeaderSize+chunk)
-		copy(buf, fileHeader(logMagic, gen))
-		if _, err := f.WriteAt(buf, 0); err != nil {
+		if _, err := f.WriteAt(fileHeader(logMagic, gen), 0); err != nil {
 			return err
 		}
 		if err := fdatasync(f); err != nil {
@@ -66,17 +66,18 @@ func createLog(dir string, gen uint64, chunk int64) (*logFile, error) {
 		_ = os.Remove(path)
 		return nil, fmt.Errorf("logstore: create %s: %w", path, err)
 	}
-	l.alloc = fileHeaderSize + chunk
+	l.maybeFill()
 	return l, nil
 }
 
-// append writes one frame at the end of the log and makes it durable.
-func (l *logFile) append(frame []byte) error {
+// append writes n frames at the end of the log with one write and makes
+// them durable with one fdatasync.
+func (l *logFile) append(frame []byte, n int) error {
 	end := l.off + int64(len(frame))
 	l.mu.Lock()
 	for end > l.alloc && l.filling != nil {
-		// The frame would reach into the region being zero-filled: wait
-		// for the filler rather than race it.
+		// The frame would reach into the piece being zero-filled: wait
+		// for that write rather than race it.
 		ch := l.filling
 		l.mu.Unlock()
 		<-ch
@@ -93,39 +94,65 @@ func (l *logFile) append(frame []byte) error {
 		return err
 	}
 	l.off = end
-	l.seq++
+	l.seq += uint64(n)
 	l.maybeFill()
 	return nil
 }
+
+// fillPiece is how much one zero-filling write covers. The committer waits
+// for a piece in progress only if its frame reaches into it, so pieces are
+// small; the chunk's fdatasync comes once, after its last piece.
+const fillPiece = 1 << 20
 
 // maybeFill starts a zero-fill of the next chunk when less than a chunk of
 // zeros is left ahead of the writer.
 func (l *logFile) maybeFill() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.chunk <= 0 || l.fillBroke || l.filling != nil || l.alloc-l.off >= l.chunk {
+	if l.chunk <= 0 || l.fillBroke || l.fillRunning || l.alloc-l.off >= l.chunk {
 		return
 	}
-	from := l.alloc
-	done := make(chan struct{})
-	l.filling = done
+	l.fillRunning = true
+	target := l.alloc + l.chunk
 	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		_, err := l.f.WriteAt(make([]byte, l.chunk), from)
-		if err == nil {
-			err = fdatasync(l.f)
-		}
+	go l.fill(target)
+}
+
+// fill zero-fills up to target, a piece at a time, then syncs. A commit
+// may write into zeros not yet synced (its own fdatasync then carries the
+// size too: slower, still correct); the filler never writes below alloc,
+// so it never overwrites a frame.
+func (l *logFile) fill(target int64) {
+	defer l.wg.Done()
+	zeros := make([]byte, fillPiece)
+	var err error
+	for err == nil {
 		l.mu.Lock()
-		if err != nil {
-			l.fillBroke = true
-		} else if from+l.chunk > l.alloc {
-			l.alloc = from + l.chunk
+		from := l.alloc
+		if from >= target {
+			l.mu.Unlock()
+			break
+		}
+		n := min(int64(fillPiece), target-from)
+		done := make(chan struct{})
+		l.filling = done
+		l.mu.Unlock()
+		_, err = l.f.WriteAt(zeros[:n], from)
+		l.mu.Lock()
+		if err == nil && from+n > l.alloc {
+			l.alloc = from + n
 		}
 		l.filling = nil
 		l.mu.Unlock()
 		close(done)
-	}()
+	}
+	if err == nil {
+		err = fdatasync(l.f)
+	}
+	l.mu.Lock()
+	l.fillBroke = err != nil
+	l.fillRunning = false
+	l.mu.Unlock()
 }
 
 // close waits for a running fill and closes the file.

@@ -146,7 +146,7 @@ func (s *Store) recover() error {
 	// ID is issued twice, not even after a crash right after this open.
 	frame := appendRecord(make([]byte, frameHeaderSize), recEpoch, metadata.Version(epoch), "", nil)
 	putFrameHeader(frame, 1, frame[frameHeaderSize:])
-	if err := l.append(frame); err != nil {
+	if err := l.append(frame, 1); err != nil {
 		_ = l.close()
 		return fmt.Errorf("logstore: open %s: %w", s.dir, err)
 	}
@@ -174,6 +174,11 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 		return 0, errEmptyLog
 	}
 	hgen, err := checkFileHeader(path, logMagic, data)
+	if err != nil && last && len(data) >= fileHeaderSize && allZero(data[fileHeaderSize:]) {
+		// A header torn while the log was being created: no frame is
+		// written before the header is synced, so it never held one.
+		return 0, errEmptyLog
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -196,6 +201,11 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 		off += size
 	}
 	if allZero(data[off:]) {
+		if last && off < len(data) {
+			// Open never appends to this log again: give back the
+			// zeros preallocated past its end.
+			return int64(off - fileHeaderSize), truncateTo(path, off)
+		}
 		return int64(off - fileHeaderSize), nil
 	}
 	if !last {
@@ -207,7 +217,8 @@ func replayLog(path string, gen uint64, last bool, st *replayState) (int64, erro
 	return int64(off - fileHeaderSize), truncateTo(path, off)
 }
 
-// truncateTo cuts a log at off and syncs it.
+// truncateTo cuts a log at off (a torn tail, or preallocated zeros) and
+// syncs it.
 func truncateTo(path string, off int) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

@@ -28,7 +28,7 @@ const (
 	DefaultOpenTimeout = 5 * time.Second
 	// DefaultPreallocBytes is the zero-filled chunk kept ahead of the log
 	// writer.
-	DefaultPreallocBytes = 8 << 20
+	DefaultPreallocBytes = 4 << 20
 	// DefaultCompactMinBytes: no compaction while the logs hold less.
 	DefaultCompactMinBytes = 64 << 20
 	// DefaultCompactRatio: compact once the logs hold this many times the

@@ -302,3 +302,62 @@ func TestRoundWithoutChangesDoesNotFlush(t *testing.T) {
 		t.Fatalf("%d flushes for rounds that changed nothing on disk", after-before)
 	}
 }
+
+// TestHugeCommitIsSeveralFrames: a commit larger than one frame may be is
+// written as several frames, still one write and one flush, and replays.
+func TestHugeCommitIsSeveralFrames(t *testing.T) {
+	defer func(old int) { frameSplit = old }(frameSplit)
+	frameSplit = 4 << 10
+	dir := t.TempDir()
+	s := mustOpen(t, dir, testOpts)
+	ops := make([]metadata.Op, 50)
+	for i := range ops {
+		ops[i] = metadata.Op{Kind: metadata.OpPut, Key: fmt.Sprintf("big/%02d", i), Value: make([]byte, 1000+i), Expected: metadata.NotExists}
+	}
+	before := s.Stats().Flushes
+	res, err := s.Batch(context.Background(), ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().Flushes != before+1 || s.log.seq < 10 {
+		t.Fatalf("%d flushes, log at frame %d: want one flush of >= 10 frames", s.Stats().Flushes-before, s.log.seq)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, testOpts)
+	defer s.Close()
+	for i, op := range ops {
+		r, err := s.Get(context.Background(), op.Key)
+		if err != nil || r.Version != res[i].Version || len(r.Value) != 1000+i {
+			t.Fatalf("%s: %+v %v", op.Key, r.Version, err)
+		}
+	}
+}
+
+// TestLogTornWhileCreatedIsMadeAgain: a newest log whose header never fully
+// reached the disk (only zeros after it) held no frame; Open makes it again
+// instead of failing.
+func TestLogTornWhileCreatedIsMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, testOpts)
+	v := mustPut(t, s, "a", "1")
+	gen := s.log.gen
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, header := range [][]byte{make([]byte, fileHeaderSize), []byte("NRSMLOG1\x00\x00garbage-torn!")} {
+		path := filepath.Join(dir, logName(gen+1))
+		if err := os.WriteFile(path, append(header, make([]byte, 4096)...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s = mustOpen(t, dir, testOpts)
+		if r, err := s.Get(context.Background(), "a"); err != nil || r.Version != v {
+			t.Fatalf("a = %+v, %v", r, err)
+		}
+		gen = s.log.gen
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

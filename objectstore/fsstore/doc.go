@@ -47,10 +47,19 @@
 // lock nobody holds (their writer died), and never those of live processes.
 // A background goroutine per Store keeps a few empty temp files created
 // ahead of time there, so a Put's temp-file create (an inode allocation,
-// expensive on some file systems) is off its path, and closes the inodes a
-// Put replaced or a Delete unlinked, so freeing them is too. Neither is a
-// step C1 or C2 rests on (tmppool.go has the argument; the crash-point
-// power-cut test kills a writer at every step, those two included).
+// expensive on some file systems) is off its path. An inode a Delete or a
+// replacing Put takes out of the namespace is moved into the temp
+// directory instead of freed and, once its removal is durable and nobody
+// else has it open, the next Put is written into it (recycle.go), so in
+// the steady state no inode is allocated or freed at all; inodes that are
+// freed are closed by the goroutine, off the caller's path. None of this is
+// a step C1 or C2 rests on (tmppool.go and recycle.go have the argument;
+// the crash-point power-cut test kills a writer at every step, these
+// included).
+//
+// Readers open an object file, then check that its path still names the
+// inode they opened (an open racing a retirement reopens), so a reader
+// never reads a recycled inode under its old name.
 //
 // Invariant C4: corrupt bytes are an error, never data. The header, the
 // per-16-KiB-block CRC32C table and each data block are checksummed; the

@@ -24,4 +24,14 @@ func SetSyncMutantForTest(name string) {
 func SetCrashHookForTest(fn func(step string)) { crashHook = fn }
 
 // CrashSteps are the step names crashPoint reports, in protocol order.
-var CrashSteps = []string{"temp-created", "temp-written", "temp-synced", "renamed", "published", "unlinked", "released"}
+var CrashSteps = []string{"temp-created", "temp-written", "temp-synced", "retired", "renamed", "published", "unlinked", "recycled", "released"}
+
+// SetRecycleLimitForTest sets how many retired inodes a Store opened after
+// the call keeps for reuse (0: every retired inode is freed, as before
+// recycling); -1 restores the default.
+func SetRecycleLimitForTest(n int) {
+	if n < 0 {
+		n = maxRecycled
+	}
+	recycleLimit = n
+}

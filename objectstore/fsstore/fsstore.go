@@ -190,7 +190,7 @@ func notFound(key string) error {
 // openObject opens key's file and verifies its header. A missing file is
 // ErrNotFound.
 func (s *Store) openObject(key string) (*os.File, header, error) {
-	f, err := os.Open(filepath.Join(s.objectsDir, relPath(key)))
+	f, err := openVerified(filepath.Join(s.objectsDir, relPath(key)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, header{}, notFound(key)
 	}
@@ -233,7 +233,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 	if err := checkKey(key); err != nil {
 		return nil, objectstore.UpdateVersion{}, err
 	}
-	f, err := os.Open(filepath.Join(s.objectsDir, relPath(key)))
+	f, err := openVerified(filepath.Join(s.objectsDir, relPath(key)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, objectstore.UpdateVersion{}, notFound(key)
 	}
@@ -245,8 +245,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objectstore.Update
 	if err != nil {
 		return nil, objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: %w", key, err)
 	}
-	// Files are immutable once published, so one read of the whole file is
-	// a consistent snapshot of one version.
+	// Files are immutable while a name publishes them and a verified reader
+	// holds them open (recycle.go), so one read of the whole file is a
+	// consistent snapshot of one version.
 	buf := make([]byte, fi.Size())
 	if n, err := f.ReadAt(buf, 0); n != len(buf) {
 		return nil, objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: read: %w", key, err)
@@ -472,11 +473,15 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 	}
 	rel := relPath(key)
 	final := filepath.Join(s.objectsDir, rel)
-	// The inode this Put replaces, held open so that freeing it happens off
-	// this path (tmppool.go); closed by the housekeeper once the outcome is
+	// The inode this Put replaces: linked into the temp directory before
+	// the rename and recycled once the rename is durable (recycle.go); if
+	// that link cannot be made, held open so that freeing it happens off
+	// this path (tmppool.go), closed by the housekeeper once the outcome is
 	// settled, whatever it is.
 	var replaced *os.File
 	defer func() { s.hk.closeLater(replaced) }()
+	retiredPath, reusable := "", false
+	defer func() { s.hk.retireLater(retiredPath, reusable) }()
 	switch opts.Mode {
 	case objectstore.PutCreate:
 		// Existence is all that matters; a corrupt object still exists.
@@ -497,8 +502,24 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		if !exists || !s.version(curGen).Equal(opts.Version) {
 			return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: %w", key, objectstore.ErrPreconditionFailed)
 		}
-	case objectstore.PutOverwrite:
-		replaced = openReplaced(final)
+	}
+	if opts.Mode != objectstore.PutCreate {
+		p := s.hk.tempPath()
+		switch err := os.Link(final, p); {
+		case err == nil:
+			retiredPath = p
+			crashPoint("retired")
+			// Still named by p: closing it frees nothing (and an open
+			// descriptor would fail the recycling lease check).
+			if replaced != nil {
+				_ = replaced.Close()
+				replaced = nil
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			// Nothing to replace.
+		case opts.Mode == objectstore.PutOverwrite:
+			replaced = openReplaced(final)
+		}
 	}
 	parent := filepath.Dir(final)
 	for attempt := 0; ; attempt++ {
@@ -532,6 +553,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 		return objectstore.UpdateVersion{}, fmt.Errorf("fsstore: %q: published but directory sync failed (outcome unknown): %v", key, err)
 	}
 	crashPoint("published")
+	reusable = true // the old inode's name is durably gone
 	return s.version(gen), nil
 }
 
@@ -551,20 +573,30 @@ const (
 )
 
 // writeTemp writes a complete object file into this Store's temp directory
-// and syncs it. The file is an empty one the housekeeper created ahead of
-// time (or one created now when the pool is empty), used once.
+// and syncs it. The file is a recycled inode (recycle.go), or an empty one
+// the housekeeper created ahead of time, or one created now when the pool
+// is empty; each is used once.
 func (s *Store) writeTemp(data []byte, gen uint64) (string, error) {
-	t, err := s.hk.take()
+	prefix := encodePrefix(data, gen, time.Now().UnixNano())
+	size := int64(len(prefix) + len(data))
+	t, err := s.hk.take(size)
 	if err != nil {
 		return "", err
 	}
 	path, f := t.path, t.f
 	err = func() error {
-		if _, err := f.Write(encodePrefix(data, gen, time.Now().UnixNano())); err != nil {
+		if _, err := f.WriteAt(prefix, 0); err != nil {
 			return err
 		}
-		if _, err := f.Write(data); err != nil {
+		if _, err := f.WriteAt(data, int64(len(prefix))); err != nil {
 			return err
+		}
+		if t.size > size {
+			// A recycled inode that held a longer object: cut its
+			// stale tail off before the fdatasync (recycle.go, step 5).
+			if err := f.Truncate(size); err != nil {
+				return err
+			}
 		}
 		crashPoint("temp-written")
 		if syncMutant == mutantSkipTempSync {
@@ -671,9 +703,13 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 	}
 	rel := relPath(key)
 	path := filepath.Join(s.objectsDir, rel)
-	// The unlinked inode is freed off this path, as in Put.
+	// The inode is moved into the temp directory rather than unlinked and
+	// recycled once its removal is durable (recycle.go); the descriptor a
+	// conditional delete opened is closed first (it would fail the
+	// recycling lease check).
 	var unlinked *os.File
 	defer func() { s.hk.closeLater(unlinked) }()
+	retiredPath, reusable := s.hk.tempPath(), false
 	if ifVersion != nil {
 		f, gen, exists, err := s.currentFile(key)
 		unlinked = f
@@ -686,19 +722,23 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 		if !s.version(gen).Equal(*ifVersion) {
 			return fmt.Errorf("fsstore: %q: %w", key, objectstore.ErrPreconditionFailed)
 		}
-	} else {
-		unlinked = openReplaced(path)
 	}
-	if err := os.Remove(path); err != nil {
+	if err := os.Rename(path, retiredPath); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return notFound(key)
 		}
 		return fmt.Errorf("fsstore: %q: delete: %w", key, err)
 	}
+	defer func() { s.hk.retireLater(retiredPath, reusable) }()
+	if unlinked != nil {
+		_ = unlinked.Close() // still named by retiredPath: frees nothing
+		unlinked = nil
+	}
 	crashPoint("unlinked")
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("fsstore: %q: deleted but directory sync failed (outcome unknown): %v", key, err)
 	}
+	reusable = true
 	s.pruneEmptyDirs(filepath.Dir(rel))
 	return nil
 }
@@ -804,7 +844,7 @@ func (s *Store) walk(ctx context.Context, dir, keyPrefix, prefix string, yield f
 			}
 			continue
 		}
-		f, err := os.Open(path)
+		f, err := openVerified(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted since the directory was read
 		}

@@ -34,6 +34,7 @@ const (
 	envMutant      = "NEREUS_FSSTORE_MUTANT"
 	envKillAt      = "NEREUS_FSSTORE_KILL_AT" // "<step>:<n>": SIGKILL self at the n-th time the step is reached
 	envWALWriter   = "NEREUS_FSSTORE_WAL_WRITER"
+	envNoRecycle   = "NEREUS_FSSTORE_NO_RECYCLE" // free every retired inode (the "released" step)
 )
 
 func powerPayload(key string) []byte {
@@ -45,6 +46,9 @@ func powerPayload(key string) []byte {
 func runPowerWriter() int {
 	if m := os.Getenv(envMutant); m != "" {
 		fsstore.SetSyncMutantForTest(m)
+	}
+	if os.Getenv(envNoRecycle) != "" {
+		fsstore.SetRecycleLimitForTest(0)
 	}
 	if k := os.Getenv(envKillAt); k != "" {
 		step, nStr, _ := strings.Cut(k, ":")
@@ -188,6 +192,11 @@ func runCycle(t *testing.T, cfs *crashfs.FS, dir string, cycle, n int, mutant, k
 	cmd.Env = append(os.Environ(), envPowerWriter+"="+strconv.Itoa(cycle), envDir+"="+dir, envMutant+"="+mutant, envKillAt+"="+killAt)
 	if a.wal {
 		cmd.Env = append(cmd.Env, envWALWriter+"=1")
+	}
+	if strings.HasPrefix(killAt, "released:") {
+		// Recycling reuses every retired inode in these writers' steady
+		// state; the step where one is freed needs recycling off.
+		cmd.Env = append(cmd.Env, envNoRecycle+"=1")
 	}
 	cmd.SysProcAttr = testenv.ChildProcAttr()
 	cmd.Stderr = os.Stderr
@@ -389,8 +398,11 @@ func TestPowerCutCatchesSkippedFsync(t *testing.T) {
 
 // TestPowerCutAtEachStep kills the writer exactly at each step of the
 // publication protocol (fsstore's crash points: temp file created — in the
-// background pool or on the spot —, written, synced, renamed, published,
-// unlinked, replaced inode released), cuts the power, and checks the same
+// background pool or on the spot —, written, synced, replaced inode linked
+// into the temp directory ("retired"), renamed, published, unlinked (moved
+// into the temp directory), retired inode adopted for reuse ("recycled"),
+// retired inode freed ("released", run with recycling off)), cuts the
+// power, and checks the same
 // invariants as above: every acknowledged Put and Delete survives intact,
 // nothing listed fails its checksums, no version repeats. Each step is hit
 // at its 3rd and its 11th occurrence (once early, while the temp pool is

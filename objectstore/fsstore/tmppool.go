@@ -23,7 +23,8 @@ import (
 //     housekeeper keeps a few empty temp files created and open in this
 //     Store's temp directory; writeTemp takes one and writes the object into
 //     it, so a Put is write + fdatasync + rename + directory fsync.
-//   - Freeing the inode a Put replaced or a Delete unlinked. The last close
+//   - Freeing the inode a Put replaced or a Delete unlinked, when it is not
+//     recycled (recycle.go: normally it is, and nothing is freed). The last close
 //     of an unlinked inode frees its blocks (a synchronous discard with the
 //     `discard` mount option) and its inode; without an open descriptor that
 //     happens inside rename(2)/unlink(2), under the key's shard lock. Put and
@@ -58,13 +59,20 @@ type housekeeper struct {
 	dir string
 	seq *atomic.Uint64
 
-	mu   sync.Mutex
-	free []pooledTemp // created O_EXCL, empty, never handed out
+	mu       sync.Mutex
+	free     []pooledTemp // created O_EXCL, empty, never handed out
+	recycled []pooledTemp // retired inodes nobody else has open (recycle.go)
 
-	misses atomic.Int64 // temp files created on the caller's path (pool empty)
+	misses  atomic.Int64 // temp files created on the caller's path (pool empty)
+	creates atomic.Int64 // temp files created, by the housekeeper or on the spot
+	reuses  atomic.Int64 // Puts written into a recycled inode
+
+	// maxRecycled bounds h.recycled; retired inodes past it are freed.
+	maxRecycled int
 
 	kick    chan struct{} // refill wanted (capacity 1)
 	release chan *os.File // replaced or unlinked inodes to close
+	retire  chan retired  // inodes moved into the temp directory (recycle.go)
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -72,6 +80,7 @@ type housekeeper struct {
 type pooledTemp struct {
 	path string
 	f    *os.File
+	size int64 // bytes already in the file: 0 for a created one
 }
 
 func startHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
@@ -82,32 +91,53 @@ func startHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
 
 func newHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
 	h := &housekeeper{
-		dir:     dir,
-		seq:     seq,
-		kick:    make(chan struct{}, 1),
-		release: make(chan *os.File, releaseQueue),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		dir:         dir,
+		seq:         seq,
+		kick:        make(chan struct{}, 1),
+		release:     make(chan *os.File, releaseQueue),
+		retire:      make(chan retired, releaseQueue),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		maxRecycled: recycleLimit,
 	}
 	h.kick <- struct{}{}
 	return h
 }
 
+// tempPath returns a name in the Store's temp directory never used before.
+func (h *housekeeper) tempPath() string {
+	return filepath.Join(h.dir, fmt.Sprintf("%016x.tmp", h.seq.Add(1)))
+}
+
 // createTemp creates a fresh, empty temp file in the Store's temp directory.
 func (h *housekeeper) createTemp() (pooledTemp, error) {
-	path := filepath.Join(h.dir, fmt.Sprintf("%016x.tmp", h.seq.Add(1)))
+	path := h.tempPath()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return pooledTemp{}, fmt.Errorf("fsstore: create temp file: %w", err)
 	}
+	h.creates.Add(1)
 	crashPoint("temp-created")
 	return pooledTemp{path: path, f: f}, nil
 }
 
-// take hands out one empty temp file: a pooled one when there is one, else
-// one created now (the pool is refilled in the background either way).
-func (h *housekeeper) take() (pooledTemp, error) {
+// take hands out one temp file for an object file of need bytes: a
+// recycled inode when there is one (the best fit, see recycle.go), else an
+// empty pooled one, else one created now (the pool is refilled in the
+// background either way). The file's first t.size bytes are old data the
+// caller must overwrite or cut off.
+func (h *housekeeper) take(need int64) (pooledTemp, error) {
 	h.mu.Lock()
+	if i := bestFit(h.recycled, need); i >= 0 {
+		t := h.recycled[i]
+		last := len(h.recycled) - 1
+		h.recycled[i] = h.recycled[last]
+		h.recycled[last] = pooledTemp{}
+		h.recycled = h.recycled[:last]
+		h.mu.Unlock()
+		h.reuses.Add(1)
+		return t, nil
+	}
 	var t pooledTemp
 	ok := len(h.free) > 0
 	if ok {
@@ -148,6 +178,8 @@ func (h *housekeeper) run() {
 			return
 		case f := <-h.release:
 			closeReleased(f)
+		case r := <-h.retire:
+			h.adopt(r)
 		case <-h.kick:
 			h.refill()
 		}
@@ -163,6 +195,9 @@ func (h *housekeeper) refill() {
 			return
 		case f := <-h.release:
 			closeReleased(f)
+			continue
+		case r := <-h.retire:
+			h.adopt(r)
 			continue
 		default:
 		}
@@ -197,6 +232,7 @@ drain:
 		select {
 		case f := <-h.release:
 			_ = f.Close()
+		case <-h.retire: // removed with the temp directory
 		default:
 			break drain
 		}
@@ -205,7 +241,10 @@ drain:
 	for _, t := range h.free {
 		_ = t.f.Close()
 	}
-	h.free = nil
+	for _, t := range h.recycled {
+		_ = t.f.Close()
+	}
+	h.free, h.recycled = nil, nil
 	h.mu.Unlock()
 }
 
