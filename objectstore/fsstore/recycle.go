@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Recycled inodes.
@@ -68,6 +69,19 @@ import (
 // freed (the pool only has to cover the gap between deletes and creates).
 const maxRecycled = 32
 
+// Recycling keeps disk space that a free would have returned, so it is
+// bounded by size and never done when space is short: an inode larger than
+// maxRecycledSize is freed (a big generation object would pin its blocks),
+// the pool holds at most maxRecycledBytes, and while the file system has
+// less than minFreeForRecycling available every retired inode is freed, so
+// a filling disk runs exactly as without recycling (its Puts fail with
+// ENOSPC instead of living off a reserve of retired inodes).
+const (
+	maxRecycledSize     = 4 << 20
+	maxRecycledBytes    = 16 << 20
+	minFreeForRecycling = 256 << 20
+)
+
 // recycleLimit is maxRecycled unless a test changed it (export_test.go:
 // the power-cut test's "released" step needs inodes that are freed).
 var recycleLimit = maxRecycled
@@ -100,9 +114,9 @@ func (h *housekeeper) retireLater(path string, reuse bool) {
 // cannot be reused (see steps 2 and 3 above).
 func (h *housekeeper) adopt(r retired) {
 	h.mu.Lock()
-	full := len(h.recycled) >= h.maxRecycled
+	full := len(h.recycled) >= h.maxRecycled || h.recycledBytes >= maxRecycledBytes
 	h.mu.Unlock()
-	if !r.reuse || full {
+	if !r.reuse || full || spaceShort(h.dir) {
 		h.free1(r.path)
 		return
 	}
@@ -112,15 +126,26 @@ func (h *housekeeper) adopt(r retired) {
 		return
 	}
 	fi, err := f.Stat()
-	if err != nil || (!soleOpener(f) && !skipLeaseCheck) {
+	if err != nil || fi.Size() > maxRecycledSize || (!soleOpener(f) && !skipLeaseCheck) {
 		_ = f.Close()
 		h.free1(r.path)
 		return
 	}
 	h.mu.Lock()
 	h.recycled = append(h.recycled, pooledTemp{path: r.path, f: f, size: fi.Size()})
+	h.recycledBytes += fi.Size()
 	h.mu.Unlock()
 	crashPoint("recycled")
+}
+
+// spaceShort reports whether the file system holding dir has less than
+// minFreeForRecycling available (or cannot say).
+func spaceShort(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return true
+	}
+	return st.Bavail*uint64(st.Bsize) < minFreeForRecycling
 }
 
 // free1 unlinks a retired inode that will not be reused; the inode is freed

@@ -20,9 +20,19 @@ import (
 // so a test decides when retired inodes are adopted (settle).
 func manualHousekeeper(t *testing.T, s *Store) {
 	t.Helper()
+	skipIfSpaceShort(t, s)
 	s.hk.shutdown()
 	s.hk = newHousekeeper(s.tmp.dir, &s.tmpSeq)
 	close(s.hk.done) // no goroutine to wait for at Close
+}
+
+// skipIfSpaceShort: with little space free the Store frees every retired
+// inode by design, so the tests of reuse have nothing to see.
+func skipIfSpaceShort(t *testing.T, s *Store) {
+	t.Helper()
+	if spaceShort(s.tmp.dir) {
+		t.Skipf("less than %d MiB free where the test's store lives: retired inodes are not recycled", minFreeForRecycling>>20)
+	}
 }
 
 // settle does what the housekeeper goroutine would: adopt or free what was
@@ -181,6 +191,7 @@ func TestRecycleSkipsInodesStillOpen(t *testing.T) {
 // they asked for (each object names its key and version in its bytes).
 func TestRecycleConcurrentReaders(t *testing.T) {
 	s := open(t, t.TempDir())
+	skipIfSpaceShort(t, s)
 	body := func(key string, n int) []byte {
 		return bytes.Repeat([]byte(fmt.Sprintf("%s#%d;", key, n)), 200+n%50)
 	}
@@ -273,3 +284,22 @@ func TestRecycleConcurrentReaders(t *testing.T) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, objectstore.ErrNotFound) }
+
+// TestRecycleKeepsNoLargeInodes: a deleted object larger than
+// maxRecycledSize is freed, not kept (its blocks go back to the file
+// system), while a small one is kept.
+func TestRecycleKeepsNoLargeInodes(t *testing.T) {
+	s := open(t, t.TempDir())
+	manualHousekeeper(t, s)
+	put(t, s, "big", pattern(maxRecycledSize+1), objectstore.PutOptions{Mode: objectstore.PutCreate})
+	put(t, s, "small", pattern(1000), objectstore.PutOptions{Mode: objectstore.PutCreate})
+	for _, k := range []string{"big", "small"} {
+		if err := s.Delete(ctx(), k, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(s.hk)
+	if len(s.hk.recycled) != 1 || s.hk.recycled[0].size > maxRecycledSize || s.hk.recycledBytes != s.hk.recycled[0].size {
+		t.Fatalf("recycled %+v (%d bytes held), want only the small object's inode", s.hk.recycled, s.hk.recycledBytes)
+	}
+}

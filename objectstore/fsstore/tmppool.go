@@ -62,6 +62,9 @@ type housekeeper struct {
 	mu       sync.Mutex
 	free     []pooledTemp // created O_EXCL, empty, never handed out
 	recycled []pooledTemp // retired inodes nobody else has open (recycle.go)
+	// recycledBytes is the sum of the recycled files' sizes (disk space the
+	// pool holds).
+	recycledBytes int64
 
 	misses  atomic.Int64 // temp files created on the caller's path (pool empty)
 	creates atomic.Int64 // temp files created, by the housekeeper or on the spot
@@ -130,6 +133,7 @@ func (h *housekeeper) take(need int64) (pooledTemp, error) {
 	h.mu.Lock()
 	if i := bestFit(h.recycled, need); i >= 0 {
 		t := h.recycled[i]
+		h.recycledBytes -= t.size
 		last := len(h.recycled) - 1
 		h.recycled[i] = h.recycled[last]
 		h.recycled[last] = pooledTemp{}
@@ -244,7 +248,7 @@ drain:
 	for _, t := range h.recycled {
 		_ = t.f.Close()
 	}
-	h.free, h.recycled = nil, nil
+	h.free, h.recycled, h.recycledBytes = nil, nil, 0
 	h.mu.Unlock()
 }
 
