@@ -34,6 +34,12 @@ type reclaimState struct {
 // Reclaim implements provider.Reclaimer.
 func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (provider.ReclaimReport, error) {
 	var rep provider.ReclaimReport
+	if opts.DueOnly {
+		// This provider reports no NextDue, so nothing of it is due: a due
+		// pass (woken by another provider's grace end) leaves the ledgers
+		// to the full passes instead of listing them all again.
+		return rep, nil
+	}
 	if !opts.DryRun {
 		// Idle current ledgers are sealed first (idle.go); they settle
 		// asynchronously and are judged by a later pass.

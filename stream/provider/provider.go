@@ -178,7 +178,7 @@ type ReclaimOptions struct {
 	// retired whose grace period has ended by Now: each is judged again
 	// (fresh verdicts, protections included) and deleted if it is still
 	// retired, exactly as a full pass would. A provider may run a full
-	// pass instead.
+	// pass instead, or — if it never reports NextDue — do nothing.
 	DueOnly bool
 }
 
