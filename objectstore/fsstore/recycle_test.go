@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nereusstream/nereus-go/internal/testenv"
 	"github.com/nereusstream/nereus-go/objectstore"
 )
 
@@ -31,7 +32,7 @@ func manualHousekeeper(t *testing.T, s *Store) {
 func skipIfSpaceShort(t *testing.T, s *Store) {
 	t.Helper()
 	if spaceShort(s.tmp.dir) {
-		t.Skipf("less than %d MiB free where the test's store lives: retired inodes are not recycled", minFreeForRecycling>>20)
+		testenv.SkipOrFail(t, "less than %d MiB free where the test's store lives: retired inodes are not recycled", minFreeForRecycling>>20)
 	}
 }
 
