@@ -18,6 +18,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/nereusstream/nereus-go/internal/testenv"
+	"github.com/nereusstream/nereus-go/internal/testenv/s3test"
 )
 
 // The Pulsar clients run in a child process (this test binary, see
@@ -31,7 +32,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(pulsarChildEnv); spec != "" {
 		os.Exit(pulsarChild(spec))
 	}
-	os.Exit(m.Run())
+	// s3test.Main stops the shared versitygw cluster_test.go starts and
+	// removes its root (m.Run alone left /tmp/nereus-versitygw-* behind).
+	os.Exit(s3test.Main(m))
 }
 
 // childEvent is one line the child prints: an acknowledged send or a
