@@ -19,63 +19,12 @@ func (s *Store) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		batch := s.collect(timer)
+		batch := s.queue.Collect(timer)
 		if batch == nil {
 			return
 		}
 		s.commit(batch)
 	}
-}
-
-// collect waits for queued requests, lets the batch delay run (from the
-// oldest request's arrival, which under load has long passed), and takes
-// requests until MaxBatchOps. It returns nil when stopping with an empty
-// queue: everything queued before Close is still committed.
-func (s *Store) collect(timer *time.Timer) []*request {
-	s.qmu.Lock()
-	for len(s.queue) == 0 {
-		if s.stopping {
-			s.qmu.Unlock()
-			return nil
-		}
-		s.qmu.Unlock()
-		<-s.wake
-		s.qmu.Lock()
-	}
-	if delay := s.opts.MaxBatchDelay; delay > 0 {
-		deadline := time.Now().Add(delay)
-		for s.queuedOps < s.opts.MaxBatchOps && !s.stopping {
-			wait := time.Until(deadline)
-			if wait <= 0 {
-				break
-			}
-			s.qmu.Unlock()
-			timer.Reset(wait)
-			select {
-			case <-s.wake:
-				timer.Stop()
-			case <-timer.C:
-			}
-			s.qmu.Lock()
-		}
-	}
-	// Take whole requests; the first is taken whatever its size.
-	n, ops := 0, 0
-	for n < len(s.queue) {
-		k := max(len(s.queue[n].ops), 1)
-		if n > 0 && ops+k > s.opts.MaxBatchOps {
-			break
-		}
-		ops += k
-		n++
-	}
-	batch := make([]*request, n)
-	copy(batch, s.queue[:n])
-	clear(s.queue[:n])
-	s.queue = s.queue[n:]
-	s.queuedOps -= ops
-	s.qmu.Unlock()
-	return batch
 }
 
 // commit applies a batch of requests in one transaction, then publishes

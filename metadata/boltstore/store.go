@@ -15,6 +15,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/metadata/internal/commitq"
 	"github.com/nereusstream/nereus-go/metadata/internal/kvcheck"
 	"github.com/nereusstream/nereus-go/metadata/internal/sessions"
 	"github.com/nereusstream/nereus-go/metadata/internal/viabatch"
@@ -115,14 +116,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// Commit queue. qmu guards queue, queuedOps, acceptPublic and stopping.
-	qmu          sync.Mutex
-	queue        []*request
-	queuedOps    int
-	acceptPublic bool
-	stopping     bool
-	wake         chan struct{}
-	stopped      chan struct{}
+	queue   *commitq.Queue[*request] // the committer's requests
+	stopped chan struct{}
 
 	stats struct {
 		commits  atomic.Int64
@@ -167,12 +162,11 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s := &Store{
-		db:           db,
-		opts:         opts,
-		hub:          watchhub.New(opts.WatchBuffer),
-		acceptPublic: true,
-		wake:         make(chan struct{}, 1),
-		stopped:      make(chan struct{}),
+		db:      db,
+		opts:    opts,
+		hub:     watchhub.New(opts.WatchBuffer),
+		queue:   commitq.New(opts.MaxBatchOps, opts.MaxBatchDelay, func(r *request) int { return len(r.ops) }),
+		stopped: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
 		_ = db.Close()
@@ -392,27 +386,8 @@ func (s *Store) read(ops []metadata.Op) ([]metadata.Result, error) {
 // submit queues a request for the committer. Public requests are refused
 // once Close has begun; the session purges Close itself issues are not.
 func (s *Store) submit(r *request, public bool) error {
-	n := len(r.ops)
-	if n == 0 {
-		n = 1
-	}
-	s.qmu.Lock()
-	if (public && !s.acceptPublic) || s.stopping {
-		s.qmu.Unlock()
+	if !s.queue.Submit(r, public) {
 		return metadata.ErrClosed
-	}
-	wasEmpty := len(s.queue) == 0
-	s.queue = append(s.queue, r)
-	s.queuedOps += n
-	full := s.queuedOps >= s.opts.MaxBatchOps
-	s.qmu.Unlock()
-	// The committer sleeps only on an empty queue or while waiting for the
-	// batch delay; wake it for the first request and when the batch is full.
-	if wasEmpty || full {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
 	}
 	return nil
 }
@@ -482,17 +457,9 @@ func (s *Store) Stats() Stats {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.qmu.Lock()
-		s.acceptPublic = false
-		s.qmu.Unlock()
+		s.queue.RefusePublic()
 		errSessions := s.sessions.CloseAll()
-		s.qmu.Lock()
-		s.stopping = true
-		s.qmu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.queue.Stop()
 		<-s.stopped
 		s.hub.Close()
 		s.closeErr = errors.Join(errSessions, s.db.Close())

@@ -25,11 +25,7 @@ func openTest(t *testing.T, path string, opts Options) *Store {
 	return s
 }
 
-func (s *Store) queuedRequests() int {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return len(s.queue)
-}
+func (s *Store) queuedRequests() int { return s.queue.Len() }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/metadata/internal/commitq"
 	"github.com/nereusstream/nereus-go/metadata/internal/kvcheck"
 	"github.com/nereusstream/nereus-go/metadata/internal/sessions"
 	"github.com/nereusstream/nereus-go/metadata/internal/viabatch"
@@ -128,14 +129,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// Commit queue. qmu guards queue, queuedOps, acceptPublic and stopping.
-	qmu          sync.Mutex
-	queue        []*request
-	queuedOps    int
-	acceptPublic bool
-	stopping     bool
-	wake         chan struct{}
-	stopped      chan struct{}
+	queue   *commitq.Queue[*request] // the committer's requests
+	stopped chan struct{}
 
 	stats struct {
 		commits, requests, ops, flushes, compactions atomic.Int64
@@ -174,15 +169,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("logstore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		dir:          dir,
-		lock:         lock,
-		opts:         opts,
-		hub:          watchhub.New(opts.WatchBuffer),
-		acceptPublic: true,
-		wake:         make(chan struct{}, 1),
-		stopped:      make(chan struct{}),
-		nextLog:      make(chan *logFile, 1),
-		snapState:    make(chan snapshotState, 1),
+		dir:       dir,
+		lock:      lock,
+		opts:      opts,
+		hub:       watchhub.New(opts.WatchBuffer),
+		queue:     commitq.New(opts.MaxBatchOps, opts.MaxBatchDelay, func(r *request) int { return len(r.ops) }),
+		stopped:   make(chan struct{}),
+		nextLog:   make(chan *logFile, 1),
+		snapState: make(chan snapshotState, 1),
 	}
 	if err := s.recover(); err != nil {
 		_ = lock.Close()
@@ -296,22 +290,8 @@ func (s *Store) read(ops []metadata.Op) []metadata.Result {
 // submit queues a request for the committer. Public requests are refused
 // once Close has begun; the session purges Close itself issues are not.
 func (s *Store) submit(r *request, public bool) error {
-	n := max(len(r.ops), 1)
-	s.qmu.Lock()
-	if (public && !s.acceptPublic) || s.stopping {
-		s.qmu.Unlock()
+	if !s.queue.Submit(r, public) {
 		return metadata.ErrClosed
-	}
-	wasEmpty := len(s.queue) == 0
-	s.queue = append(s.queue, r)
-	s.queuedOps += n
-	full := s.queuedOps >= s.opts.MaxBatchOps
-	s.qmu.Unlock()
-	if wasEmpty || full {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
 	}
 	return nil
 }
@@ -398,17 +378,9 @@ func (s *Store) CompactErr() error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.qmu.Lock()
-		s.acceptPublic = false
-		s.qmu.Unlock()
+		s.queue.RefusePublic()
 		errSessions := s.sessions.CloseAll()
-		s.qmu.Lock()
-		s.stopping = true
-		s.qmu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.queue.Stop()
 		<-s.stopped
 		s.compactWG.Wait()
 		s.hub.Close()
