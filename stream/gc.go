@@ -297,7 +297,7 @@ func (c *Core) CollectGarbage(ctx context.Context) (GCStatus, error) {
 	if err := c.collectDeleted(ctx, &pend, passN); err != nil {
 		errs = append(errs, fmt.Errorf("deleted streams: %w", err))
 	}
-	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.rt.now()}
+	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.rt.now(), Clock: c.rt.now}
 	for _, p := range c.providers() {
 		r, ok := p.(provider.Reclaimer)
 		if !ok {

@@ -209,7 +209,7 @@ func (c *Core) gcFire(gen uint64) {
 // full passes' report; a due pass only adds deletions (audit, counters).
 func (c *Core) collectDue(ctx context.Context) {
 	c.lc.gcDuePasses.Add(1)
-	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.rt.now(), DueOnly: true}
+	opts := provider.ReclaimOptions{Grace: c.cfg.Lifecycle.GCGrace, DryRun: c.cfg.Lifecycle.GCDryRun, Now: c.rt.now(), Clock: c.rt.now, DueOnly: true}
 	var pend gcPending
 	for _, p := range c.providers() {
 		r, ok := p.(provider.Reclaimer)

@@ -272,12 +272,13 @@ func (s *simWAL) Reclaim(ctx context.Context, judge provider.Judge, opts provide
 			delete(s.retiredSince, u)
 			continue
 		}
+		judgedAt := opts.JudgedAt()
 		since, ok := s.retiredSince[u]
 		if !ok {
-			s.retiredSince[u] = opts.Now
+			s.retiredSince[u] = judgedAt
 			continue
 		}
-		if opts.Now.Sub(since) < opts.Grace {
+		if judgedAt.Sub(since) < opts.Grace {
 			continue
 		}
 		if d.onDelete != nil {

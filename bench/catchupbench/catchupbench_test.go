@@ -2,14 +2,20 @@
 // Storage API (no protocol front end): a backlog written to N streams is
 // read back from offset 0 by a fresh core (no tail cache, no cached
 // footers or runs), once from generation objects and once from the Object
-// WAL, and compared with an io.Copy of a plain file of the same size on the
-// same disk. It measures; it is run by flag and never asserts a time.
+// WAL, and compared with reads of a plain file of the same size on the
+// same file system (io.Copy, and a 1 MiB read(2) loop). It measures; it is
+// run by flag and never asserts a time.
 //
 //	go test ./bench/catchupbench -run TestCatchUpCore -v -timeout 10m -catchup.run \
 //	    [-catchup.objects s3] [-catchup.backlog 1073741824] [-catchup.streams 4] \
-//	    [-catchup.entry 16384] [-catchup.append 64] [-catchup.parallel] [-catchup.ab-recycle]
+//	    [-catchup.entry 16384] [-catchup.append 64] [-catchup.parallel] [-catchup.ab-recycle] [-catchup.cold]
 //
-// Each run deletes its data afterwards (the disk is shared).
+// With -catchup.cold every read (file and store) is also measured with the
+// page cache dropped first (cold_test.go): a backlog that aged out of
+// memory; the cold lines also give the bytes read from the device and the
+// device's request sizes and queue depth.
+// The plain file and the stores' data share one directory, so one file
+// system. Each run deletes its data afterwards (the disk is shared).
 package catchupbench
 
 import (
@@ -54,6 +60,7 @@ var (
 	abRecycle  = flag.Bool("catchup.ab-recycle", false, "alternate read passes without and with ReadOptions.Recycle (an interleaved A/B on the same data; reports both medians)")
 	cpuProfile = flag.String("catchup.cpuprofile", "", "write a CPU profile of the read passes only (not the writes or the materialization) to this file")
 	parallel   = flag.Bool("catchup.parallel", false, "read the streams concurrently, one goroutine each (as a Kafka fetch reading its partitions concurrently), instead of in turn")
+	cold       = flag.Bool("catchup.cold", false, "also measure with the page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches, needs root): before each cold file read and each cold read pass; every pass is then run cold, then warm, and a RESULT line is printed for each")
 )
 
 func TestMain(m *testing.M) { os.Exit(s3test.Main(m)) }
@@ -81,22 +88,37 @@ func TestCatchUpCore(t *testing.T) {
 	}
 	t.Logf("backlog %.0f MB, %d streams, %d B entries x %d per append (%d KiB runs), reads of %d KiB, objects=%s; load %s",
 		mb(*backlog), *streams, *entryBytes, *perAppend, *entryBytes**perAppend>>10, *readBytes>>10, *objectsArg, loadAvg())
-	sf := newSeqFile(t)
-	var files, files1M []float64
-	res := map[string]float64{}
+	// One directory for the plain file and every layout's data: one file
+	// system, so the file read is the same disk's sequential read.
+	root, err := os.MkdirTemp("", "nereus-catchupbench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	sf := newSeqFile(t, root)
+	modes := []string{"warm"}
+	if *cold {
+		modes = []string{"cold", "warm"}
+	}
+	files, files1M := map[string][]float64{}, map[string][]float64{}
+	res := map[string]map[string]float64{"cold": {}, "warm": {}}
 	for _, l := range []string{"generations", "wal"} {
 		if !contains(*layouts, l) {
 			continue
 		}
-		var fr, fr1M []float64
-		res[l], fr, fr1M = runLayout(t, l, sf)
-		files = append(files, fr...)
-		files1M = append(files1M, fr1M...)
+		lr := runLayout(t, l, sf, root)
+		for _, m := range modes {
+			res[m][l] = lr.median[m]
+			files[m] = append(files[m], lr.file[m]...)
+			files1M[m] = append(files1M[m], lr.file1M[m]...)
+		}
 	}
-	file, file1M := median(files), median(files1M)
-	g, w := res["generations"], res["wal"]
-	t.Logf("RESULT objects=%s: file %.0f MB/s (io.Copy, median of the reads before each pass; read(2) of 1 MiB %.0f MB/s), generations %.0f MB/s, WAL %.0f MB/s, generations/WAL %.2fx, generations/file %.0f%% (of the 1 MiB read(2) loop %.0f%%); load %s",
-		*objectsArg, file, file1M, g, w, g/w, 100*g/file, 100*g/file1M, loadAvg())
+	for _, m := range modes {
+		file, file1M := median(files[m]), median(files1M[m])
+		g, w := res[m]["generations"], res[m]["wal"]
+		t.Logf("RESULT %s objects=%s: file %.0f MB/s (io.Copy, median of the reads before each pass; read(2) of 1 MiB %.0f MB/s), generations %.0f MB/s, WAL %.0f MB/s, generations/WAL %.2fx, generations/file %.0f%% (of the 1 MiB read(2) loop %.0f%%); load %s",
+			m, *objectsArg, file, file1M, g, w, g/w, 100*g/file, 100*g/file1M, loadAvg())
+	}
 }
 
 func contains(list, s string) bool {
@@ -120,32 +142,41 @@ func splitComma(s string) []string {
 	return out
 }
 
-// seqFile is a plain file of the backlog's size on the same disk, read
-// with io.Copy (page cache warm, as the stores' objects are after being
-// written): the "local sequential file read" the target compares with.
-type seqFile struct{ path string }
+// seqFile is a plain file of the backlog's size in the benchmark's
+// directory (the stores' file system), read with io.Copy and with a 1 MiB
+// read(2) loop: the "local sequential file read" the target compares
+// with. Page cache warm, as the stores' objects are after being written,
+// or (-catchup.cold) dropped before each read.
+type seqFile struct {
+	path string
+	dev  uint64 // st_dev of the file (its block device's stat is sampled around cold reads)
+}
 
-// newSeqFile writes the file (removed at the end of the test).
-func newSeqFile(t *testing.T) *seqFile {
-	dir, err := os.MkdirTemp("", "nereus-catchupbench-file-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	p := filepath.Join(dir, "seq")
+// newSeqFile writes the file (removed with root) as fsstore writes its
+// objects, so it is laid out on the disk alike: data written in 16 MiB
+// chunks (the size of a full generation object), each chunk fdatasync'ed
+// before the next is written.
+func newSeqFile(t *testing.T, root string) *seqFile {
+	p := filepath.Join(root, "seq")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 1<<20)
+	const chunk = 16 << 20
+	buf := make([]byte, chunk)
 	rand.New(rand.NewSource(1)).Read(buf)
 	for n := int64(0); n < *backlog; n += int64(len(buf)) {
-		if _, err := f.Write(buf); err != nil {
+		if _, err := f.Write(buf[:min(int64(len(buf)), *backlog-n)]); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_ = f.Close()
-	return &seqFile{path: p}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &seqFile{path: p, dev: device(t, p)}
 }
 
 // read reads the file twice and returns the MB/s of each: with io.Copy to
@@ -153,23 +184,37 @@ func newSeqFile(t *testing.T) *seqFile {
 // over, so it is read(2) of 8 KiB into a reused buffer, whatever buffer
 // io.CopyBuffer is given), then with read(2) of 1 MiB into one reused
 // buffer (fewer syscalls: about half the CPU per GB here, the stronger
-// baseline).
-func (sf *seqFile) read(t *testing.T) (ioCopy, read1M float64) {
+// baseline). With cold, the page cache is dropped before each of the two.
+func (sf *seqFile) read(t *testing.T, cold bool) (ioCopy, read1M float64) {
+	mode := "warm"
+	if cold {
+		mode = "cold"
+		dropCaches(t)
+	}
 	f, err := os.Open(sf.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	io0 := deviceReadBytes()
+	bs0, _ := readBlockStat(sf.dev)
 	st, c0 := time.Now(), cpuSeconds()
 	n, err := io.CopyBuffer(io.Discard, f, make([]byte, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, cpu := time.Since(st).Seconds(), cpuSeconds()-c0
+	dev := deviceReadBytes() - io0
+	bs1, _ := readBlockStat(sf.dev)
+	if cold {
+		dropCaches(t)
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1<<20)
+	io0 = deviceReadBytes()
+	bs2, _ := readBlockStat(sf.dev)
 	st, c0 = time.Now(), cpuSeconds()
 	var n2 int64
 	for {
@@ -183,8 +228,14 @@ func (sf *seqFile) read(t *testing.T) (ioCopy, read1M float64) {
 		}
 	}
 	d2, cpu2 := time.Since(st).Seconds(), cpuSeconds()-c0
-	t.Logf("file: io.Copy (8 KiB reads) of %.0f MB: %.0f MB/s (%.3f CPU-s/GB); read(2) of 1 MiB: %.0f MB/s (%.3f CPU-s/GB); load %s",
-		mb(n), mb(n)/d, cpu/(float64(n)/1e9), mb(n2)/d2, cpu2/(float64(n2)/1e9), loadAvg())
+	dev2 := deviceReadBytes() - io0
+	bs3, _ := readBlockStat(sf.dev)
+	shape, shape2 := "", ""
+	if cold {
+		shape, shape2 = "; "+ioShape(bs0, bs1, d), "; "+ioShape(bs2, bs3, d2)
+	}
+	t.Logf("file %s: io.Copy (8 KiB reads) of %.0f MB: %.0f MB/s (%.3f CPU-s/GB, %.0f MB from the device%s); read(2) of 1 MiB: %.0f MB/s (%.3f CPU-s/GB, %.0f MB from the device%s); load %s",
+		mode, mb(n), mb(n)/d, cpu/(float64(n)/1e9), mb(dev), shape, mb(n2)/d2, cpu2/(float64(n2)/1e9), mb(dev2), shape2, loadAvg())
 	return mb(n) / d, mb(n2) / d2
 }
 
@@ -195,8 +246,8 @@ type env struct {
 	close   func()
 }
 
-func openEnv(t *testing.T) *env {
-	dir, err := os.MkdirTemp("", "nereus-catchupbench-")
+func openEnv(t *testing.T, root string) *env {
+	dir, err := os.MkdirTemp(root, "data-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,15 +327,29 @@ func (e *env) coreOn(t *testing.T, objects objectstore.ObjectStore, materialize 
 	return c
 }
 
+// layoutResult is one layout's figures by cache mode ("warm", and
+// "cold" with -catchup.cold): the median MB/s of the read passes and the
+// file reads taken before each (io.Copy, then read(2) of 1 MiB).
+type layoutResult struct {
+	median       map[string]float64
+	file, file1M map[string][]float64
+}
+
 // runLayout writes the backlog, then reads it in passes, each preceded
 // by a read of the plain file (so every pass has its own file figure from
-// the same moment's load); it returns the median MB/s of the passes and
-// the file reads (io.Copy, then read(2) of 1 MiB).
-func runLayout(t *testing.T, layout string, sf *seqFile) (float64, []float64, []float64) {
+// the same moment's load). With -catchup.cold a pass is: the file read
+// cold (cache dropped before io.Copy and before the read(2) loop), then
+// warm; the store read cold (cache dropped), then warm (a fresh core each).
+func runLayout(t *testing.T, layout string, sf *seqFile, root string) layoutResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e := openEnv(t)
+	e := openEnv(t, root)
 	defer e.close()
+	if *objectsArg == "fs" {
+		if dd, df := device(t, filepath.Join(e.dir, "objects")), device(t, sf.path); dd != df {
+			t.Fatalf("the plain file (device %#x) is not on the fsstore data dir's file system (device %#x)", df, dd)
+		}
+	}
 	gen := layout == "generations"
 	c := e.core(t, gen, -1)
 	ids := write(t, ctx, c)
@@ -312,7 +377,12 @@ func runLayout(t *testing.T, layout string, sf *seqFile) (float64, []float64, []
 		t.Logf("%s: materialized in %v", layout, time.Since(st).Round(100*time.Millisecond))
 	}
 	_ = c.Close()
-	var off, on, files, files1M []float64
+	modes := []string{"warm"}
+	if *cold {
+		modes = []string{"cold", "warm"}
+	}
+	lr := layoutResult{median: map[string]float64{}, file: map[string][]float64{}, file1M: map[string][]float64{}}
+	off, on := map[string][]float64{}, map[string][]float64{}
 	for pass := range max(*passes, 1) {
 		ra, name := *readAhead, ""
 		if *abAhead {
@@ -328,39 +398,58 @@ func runLayout(t *testing.T, layout string, sf *seqFile) (float64, []float64, []
 				name = " (recycle on)"
 			}
 		}
-		fileMBs, file1M := sf.read(t)
-		files, files1M = append(files, fileMBs), append(files1M, file1M)
-		// A fresh core: no tail cache, no cached footers or runs; its
-		// reads of the object store are counted.
-		cs := &countingStore{ObjectStore: e.objects}
-		c = e.coreOn(t, cs, false, ra)
-		var ms0, ms1 runtime.MemStats
-		stopProfile := startProfile(t, layout)
-		runtime.ReadMemStats(&ms0)
-		got, d, cpu := read(t, ctx, c, ids, rec)
-		runtime.ReadMemStats(&ms1)
-		stopProfile()
-		name += fmt.Sprintf(" [%.0f MB allocated, %d mallocs, %d GCs]", mb(int64(ms1.TotalAlloc-ms0.TotalAlloc)), ms1.Mallocs-ms0.Mallocs, ms1.NumGC-ms0.NumGC)
-		mbs := mb(got) / d.Seconds()
-		m := c.Stats()
-		_ = c.Close()
-		t.Logf("%s pass %d%s: read %.0f MB in %v: %.0f MB/s = %.0f%% of the file read before it (%.0f%% of its 1 MiB read(2) loop) (%.3f CPU-s/GB, %.0f MB per CPU-s; fetched %.0f MB from the object store in %d ranged reads = %.2f bytes per payload byte; %d generation reads, %d WAL reads, %d read-aheads, %d used); load %s",
-			layout, pass+1, name, mb(got), d.Round(time.Millisecond), mbs, 100*mbs/fileMBs, 100*mbs/file1M, cpu/(float64(got)/1e9), mb(got)/cpu,
-			mb(cs.bytes.Load()), cs.reads.Load(), float64(cs.bytes.Load())/float64(got),
-			m.GenerationReads, m.WALReads, m.GenerationReadAheads, m.GenerationReadAheadHits, loadAvg())
-		if (*abAhead || *abRecycle) && pass%2 == 1 {
-			on = append(on, mbs)
-		} else {
-			off = append(off, mbs)
+		fileMBs, file1M := map[string]float64{}, map[string]float64{}
+		for _, m := range modes {
+			fileMBs[m], file1M[m] = sf.read(t, m == "cold")
+			lr.file[m], lr.file1M[m] = append(lr.file[m], fileMBs[m]), append(lr.file1M[m], file1M[m])
+		}
+		for _, m := range modes {
+			if m == "cold" {
+				dropCaches(t)
+			}
+			// A fresh core: no tail cache, no cached footers or runs; its
+			// reads of the object store are counted.
+			cs := &countingStore{ObjectStore: e.objects}
+			c = e.coreOn(t, cs, false, ra)
+			var ms0, ms1 runtime.MemStats
+			stopProfile := startProfile(t, layout+"-"+m)
+			runtime.ReadMemStats(&ms0)
+			io0 := deviceReadBytes()
+			bs0, _ := readBlockStat(sf.dev)
+			got, d, cpu := read(t, ctx, c, ids, rec)
+			dev := deviceReadBytes() - io0
+			bs1, _ := readBlockStat(sf.dev)
+			shape := ""
+			if m == "cold" {
+				shape = "; " + ioShape(bs0, bs1, d.Seconds())
+			}
+			runtime.ReadMemStats(&ms1)
+			stopProfile()
+			extra := name + fmt.Sprintf(" [%.0f MB allocated, %d mallocs, %d GCs]", mb(int64(ms1.TotalAlloc-ms0.TotalAlloc)), ms1.Mallocs-ms0.Mallocs, ms1.NumGC-ms0.NumGC)
+			mbs := mb(got) / d.Seconds()
+			st := c.Stats()
+			_ = c.Close()
+			t.Logf("%s pass %d %s%s: read %.0f MB in %v: %.0f MB/s = %.0f%% of the %s file read before it (%.0f%% of its 1 MiB read(2) loop) (%.3f CPU-s/GB, %.0f MB per CPU-s; %.0f MB from the device%s; fetched %.0f MB from the object store in %d ranged reads = %.2f bytes per payload byte; %d generation reads, %d WAL reads, %d read-aheads, %d used); load %s",
+				layout, pass+1, m, extra, mb(got), d.Round(time.Millisecond), mbs, 100*mbs/fileMBs[m], m, 100*mbs/file1M[m], cpu/(float64(got)/1e9), mb(got)/cpu,
+				mb(dev), shape, mb(cs.bytes.Load()), cs.reads.Load(), float64(cs.bytes.Load())/float64(got),
+				st.GenerationReads, st.WALReads, st.GenerationReadAheads, st.GenerationReadAheadHits, loadAvg())
+			if (*abAhead || *abRecycle) && pass%2 == 1 {
+				on[m] = append(on[m], mbs)
+			} else {
+				off[m] = append(off[m], mbs)
+			}
 		}
 	}
-	if *abAhead && len(on) > 0 {
-		t.Logf("%s: median without read-ahead %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
+	for _, m := range modes {
+		if *abAhead && len(on[m]) > 0 {
+			t.Logf("%s %s: median without read-ahead %.0f MB/s, with %.0f MB/s", layout, m, median(off[m]), median(on[m]))
+		}
+		if *abRecycle && len(on[m]) > 0 {
+			t.Logf("%s %s: median without recycling %.0f MB/s, with %.0f MB/s", layout, m, median(off[m]), median(on[m]))
+		}
+		lr.median[m] = median(off[m])
 	}
-	if *abRecycle && len(on) > 0 {
-		t.Logf("%s: median without recycling %.0f MB/s, with %.0f MB/s", layout, median(off), median(on))
-	}
-	return median(off), files, files1M
+	return lr
 }
 
 // startProfile starts a CPU profile of one read pass (-catchup.cpuprofile)

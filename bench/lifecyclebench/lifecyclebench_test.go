@@ -10,6 +10,11 @@
 //	go test ./bench/lifecyclebench -run TestSpace -v -timeout 30m -lcbench.space [-lcbench.bytes N] [-lcbench.writerate MB/s] [-lcbench.args "--gc-grace 2s ..."]
 //	go test ./bench/lifecyclebench -run TestCatchUp -v -timeout 30m -lcbench.catchup [-lcbench.backlog 512MiB]
 //
+// TestSpace on BookKeeper: -lcbench.profile BOOKKEEPER_WAL_ASYNC_OBJECT
+// -lcbench.zk $ZK -lcbench.args "--bookkeeper-zk $ZK" counts the
+// benchmark streams' ledgers in ZooKeeper every sample, how many are not
+// closed, and the closed ones' summed length (zkledgers_test.go).
+//
 // It owns only measurement; correctness is server/lifecycletest's job.
 package lifecyclebench
 
@@ -238,6 +243,7 @@ func TestSpace(t *testing.T) {
 		trims                     int64
 		produced                  int64
 		ledgers, deletedLedgers   int64
+		openLedgers, closedBytes  int64 // with -lcbench.zk: ledgers not closed, and the closed ones' summed length
 	}
 	var samples []sample
 	var phase atomic.Value
@@ -295,7 +301,8 @@ func TestSpace(t *testing.T) {
 			s.passes, s.duePasses = st.Stats.Passes, st.Stats.DuePasses
 		}
 		if zkc != nil {
-			s.ledgers = zkc.count() // the benchmark's own streams' ledgers, deleted topics' included
+			zl := zkc.count() // the benchmark's own streams' ledgers, deleted topics' included
+			s.ledgers, s.openLedgers, s.closedBytes = zl.n, zl.open, zl.closedBytes
 		} else {
 			s.ledgers = countLedgers(t) - ledgers0
 		}
@@ -367,7 +374,7 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) | ledgers not closed / closed ones' MB (-lcbench.zk) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
@@ -383,7 +390,7 @@ func TestSpace(t *testing.T) {
 				maxRate = max(maxRate, float64((s.segs+s.objs+s.recs)-(p.segs+p.objs+p.recs))/dt)
 			}
 		}
-		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f / %.1f | %d / %d / %d / %d | %d | %d / %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, mb(s.pending), mb(s.grace), s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers)
+		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f / %.1f | %d / %d / %d / %d | %d | %d / %d | %d / %.1f |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, mb(s.pending), mb(s.grace), s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers, s.openLedgers, mb(s.closedBytes))
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
@@ -394,6 +401,7 @@ func TestSpace(t *testing.T) {
 	summary := func(name string, keep func(sample) bool) {
 		var n int
 		var sum, mx, rsum, rmx, osum, omx, retSum, penSum, graceSum float64
+		var ledSum, ledMax, openSum, closedSum, closedMax, winSum float64
 		var first, last sample
 		for _, s := range samples {
 			if !keep(s) || s.window <= 0 || s.window2s <= 0 {
@@ -407,12 +415,18 @@ func TestSpace(t *testing.T) {
 			o, r, or := mb(s.objects), float64(s.objects)/float64(s.window), float64(s.objects)/float64(s.window2s)
 			sum, mx, rsum, rmx, osum, omx = sum+o, max(mx, o), rsum+r, max(rmx, r), osum+or, max(omx, or)
 			retSum, penSum, graceSum = retSum+mb(s.retained), penSum+mb(s.pending), graceSum+mb(s.grace)
+			ledSum, ledMax, openSum = ledSum+float64(s.ledgers), max(ledMax, float64(s.ledgers)), openSum+float64(s.openLedgers)
+			closedSum, closedMax, winSum = closedSum+mb(s.closedBytes), max(closedMax, mb(s.closedBytes)), winSum+mb(s.window)
 		}
 		if n > 0 {
 			fn := float64(n)
 			secs := (last.at - first.at).Seconds()
 			t.Logf("SPACE %s: objects/ mean %.0f MB, max %.0f MB; objects/ ÷ window (5 s acked) mean %.2f, max %.2f; ÷ the pre-session-12 window figure (≈ 4 s) mean %.2f, max %.2f; mean live retained %.0f MB, GC pending %.0f MB of which in grace %.0f MB; GC passes full %d / due-only %d in %.0f s (%d samples)",
 				name, sum/fn, mx, rsum/fn, rmx, osum/fn, omx, retSum/fn, penSum/fn, graceSum/fn, last.passes-first.passes, last.duePasses-first.duePasses, secs, n)
+			if zkc != nil {
+				t.Logf("SPACE %s ledgers (ZooKeeper, the benchmark's streams): mean %.1f, max %.0f, of which not closed (length not in ZooKeeper) mean %.1f; closed ledgers' length mean %.0f MB, max %.0f MB (per replica; ÷ window mean %.2f); GC deleted %d ledgers in %.0f s",
+					name, ledSum/fn, ledMax, openSum/fn, closedSum/fn, closedMax, closedSum/winSum, last.deletedLedgers-first.deletedLedgers, secs)
+			}
 		}
 	}
 	summary("steady write", func(s sample) bool { return s.phase == "write" && s.at >= 8*time.Second })

@@ -45,9 +45,17 @@ func newZKCounter(t *testing.T, ids []string) *zkCounter {
 	return z
 }
 
-func (z *zkCounter) count() int64 {
+// zkLedgers is what a walk found: the benchmark streams' ledgers, how
+// many of them are not closed (open or in recovery: their length is not
+// in ZooKeeper), and the summed length of the closed ones (payload bytes
+// per replica: the bookies store each write-quorum times).
+type zkLedgers struct {
+	n, open, closedBytes int64
+}
+
+func (z *zkCounter) count() zkLedgers {
 	conn := z.store.Conn()
-	var n int64
+	var out zkLedgers
 	var walk func(path string, depth int)
 	walk = func(path string, depth int) {
 		if depth > 6 {
@@ -62,7 +70,12 @@ func (z *zkCounter) count() int64 {
 			if len(k) > 1 && k[0] == 'L' && strings.Trim(k[1:], "0123456789") == "" {
 				if data, _, err := conn.Get(p); err == nil {
 					if md, err := meta.Unmarshal(data); err == nil && z.ids[string(md.Custom[bkwal.StreamKey])] {
-						n++
+						out.n++
+						if md.State == meta.StateClosed {
+							out.closedBytes += md.Length
+						} else {
+							out.open++
+						}
 					}
 				}
 				continue
@@ -73,5 +86,5 @@ func (z *zkCounter) count() int64 {
 		}
 	}
 	walk(z.store.Root(), 0)
-	return n
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/nereusstream/nereus-go/adminapi"
+	"github.com/nereusstream/nereus-go/cluster"
 	"github.com/nereusstream/nereus-go/internal/testserver"
+	"github.com/nereusstream/nereus-go/kafka/kstore"
 )
 
 // proxy is a loopback TCP proxy in front of etcd that the test can
@@ -108,7 +112,8 @@ func TestMetadataPartitionIsolatesOneBroker(t *testing.T) {
 	proxied := append([]string(nil), e.args...)
 	proxied[len(proxied)-1] = strings.Replace(etcdArg, hostPort, px.addr(), 1)
 	n3 := testserver.Start(t, testserver.Options{Args: proxied, Env: e.envs})
-	waitBrokers(t, n1, 3)
+	st := waitBrokers(t, n1, 3)
+	waitBrokers(t, n2, 3) // the admin client may ask either for metadata
 	seeds := []string{n1.KafkaAddr(), n2.KafkaAddr(), n3.KafkaAddr()}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -118,24 +123,31 @@ func TestMetadataPartitionIsolatesOneBroker(t *testing.T) {
 	}
 	defer admin.Close()
 	adm := kadm.NewClient(admin)
-	const topic = "partitioned"
-	if _, err := adm.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
+	// Placement is rendezvous hashing of the partition's stream name over
+	// the (random) node IDs, so the topic name is chosen to give the node
+	// to isolate some, but not all, of the partitions — the test always
+	// runs, and checks the brokers agree with the prediction.
+	isolatedID := brokerID(t, n3)
+	const partitions = 6
+	topic, onIsolated := topicPartlyLedBy(t, st, isolatedID, "partitioned", partitions)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	isolatedID := brokerID(t, n3)
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var onIsolated []int32
+	var leaderOfIsolated []int32
 	for _, p := range md.Topics[topic].Partitions {
 		if p.Leader == isolatedID {
-			onIsolated = append(onIsolated, p.Partition)
+			leaderOfIsolated = append(leaderOfIsolated, p.Partition)
 		}
 	}
-	if len(onIsolated) == 0 {
-		t.Skip("no partition led by the node to isolate in this placement") // skip-ok: placement is by hash of random node ids
+	slices.Sort(leaderOfIsolated)
+	if !slices.Equal(leaderOfIsolated, onIsolated) {
+		t.Fatalf("node %d leads partitions %v of %s, rendezvous placement says %v", isolatedID, leaderOfIsolated, topic, onIsolated)
 	}
+	t.Logf("topic %s: node %d leads partitions %v", topic, isolatedID, onIsolated)
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordDeliveryTimeout(3*time.Minute), kgo.ProduceRequestTimeout(10*time.Second),
@@ -237,7 +249,7 @@ func TestMetadataPartitionIsolatesOneBroker(t *testing.T) {
 	if errs > 0 {
 		t.Errorf("%d produces failed after all retries", errs)
 	}
-	log := readAll(t, ctx, []string{n1.KafkaAddr(), n2.KafkaAddr()}, topic, 6)
+	log := readAll(t, ctx, []string{n1.KafkaAddr(), n2.KafkaAddr()}, topic, partitions)
 	inLog := 0
 	mu.Lock()
 	defer mu.Unlock()
@@ -257,4 +269,41 @@ func TestMetadataPartitionIsolatesOneBroker(t *testing.T) {
 		t.Fatalf("log holds %d records, %d acknowledged", inLog, total)
 	}
 	t.Logf("%d acknowledged records, exactly the log", total)
+}
+
+// topicPartlyLedBy returns the first topic name prefix-0, prefix-1, ...
+// whose partitions the broker with Kafka id kafkaID leads some but not all
+// of, in the active brokers of st, and those partitions (ascending). It
+// computes the placement the cluster does (cluster.Pick over the
+// partitions' stream names), so the choice is a pure function of the node
+// IDs; with n brokers a name fails with probability about
+// (1-1/n)^partitions + (1/n)^partitions, so 200 names never all fail in
+// practice.
+func topicPartlyLedBy(t *testing.T, st adminapi.ClusterStatus, kafkaID int32, prefix string, partitions int32) (string, []int32) {
+	t.Helper()
+	var bs []cluster.Broker
+	nodeID := ""
+	for _, b := range st.Brokers {
+		bs = append(bs, cluster.Broker{NodeID: b.NodeID, KafkaID: b.KafkaBrokerID, Weight: b.Weight, State: cluster.BrokerState(b.State)})
+		if b.KafkaBrokerID == kafkaID {
+			nodeID = b.NodeID
+		}
+	}
+	if nodeID == "" {
+		t.Fatalf("broker %d not in the cluster status %+v", kafkaID, st)
+	}
+	for i := 0; i < 200; i++ {
+		topic := prefix + "-" + strconv.Itoa(i)
+		var led []int32
+		for p := int32(0); p < partitions; p++ {
+			if b, ok := cluster.Pick(kstore.StreamName(topic, p), bs); ok && b.NodeID == nodeID {
+				led = append(led, p)
+			}
+		}
+		if len(led) > 0 && len(led) < int(partitions) {
+			return topic, led
+		}
+	}
+	t.Fatalf("no topic %s-N of %d partitions is partly led by broker %d", prefix, partitions, kafkaID)
+	return "", nil
 }

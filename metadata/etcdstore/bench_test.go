@@ -9,43 +9,17 @@ import (
 	"time"
 
 	"github.com/nereusstream/nereus-go/metadata"
+	"github.com/nereusstream/nereus-go/metadata/metadatatest"
 )
 
 // Benchmarks against the package's embedded single-node etcd (fsync on):
 //
 //	go test -run '^$' -bench . -benchtime 1000x ./metadata/etcdstore/
 
-func reportLatency(b *testing.B, lat []time.Duration, unit string) {
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())
-	}
-	b.ReportMetric(pct(0.50), "p50-µs/"+unit)
-	b.ReportMetric(pct(0.99), "p99-µs/"+unit)
-}
+func BenchmarkCASSequential(b *testing.B) { metadatatest.BenchCASSequential(b, openBench) }
 
-func BenchmarkCASSequential(b *testing.B) {
-	s := openStore(b)
-	defer s.Close()
-	ctx := context.Background()
-	v, err := s.Put(ctx, "head", []byte("0"), metadata.NotExists)
-	if err != nil {
-		b.Fatal(err)
-	}
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		if v, err = s.Put(ctx, "head", make([]byte, 64), v); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-	reportLatency(b, lat, "op")
-}
-
+// BenchmarkCASConcurrent64 is etcd's own shape (not metadatatest's): 64
+// writers whose first CAS creates their head key, no batch delays.
 func BenchmarkCASConcurrent64(b *testing.B) {
 	s := openStore(b)
 	defer s.Close()
@@ -82,44 +56,15 @@ func BenchmarkCASConcurrent64(b *testing.B) {
 	}
 	all := slices.Concat(lats...)
 	b.ReportMetric(float64(len(all))/b.Elapsed().Seconds(), "ops/s")
-	reportLatency(b, all, "op")
+	metadatatest.ReportLatency(b, all, "op")
 }
 
-func BenchmarkBatchCAS(b *testing.B) {
-	for _, n := range []int{1, 100, 10000} {
-		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
-			s := openStore(b)
-			defer s.Close()
-			ctx := context.Background()
-			ops := make([]metadata.Op, n)
-			for i := range ops {
-				ops[i] = metadata.Op{Kind: metadata.OpPut, Key: fmt.Sprintf("head/%06d", i), Value: make([]byte, 64), Expected: metadata.NotExists}
-			}
-			res, err := s.Batch(ctx, ops)
-			if err != nil {
-				b.Fatal(err)
-			}
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for range b.N {
-				for i := range ops {
-					ops[i].Expected = res[i].Version
-				}
-				start := time.Now()
-				if res, err = s.Batch(ctx, ops); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-				for i := range res {
-					if res[i].Err != nil {
-						b.Fatal(res[i].Err)
-					}
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
-			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "ops/s")
-			reportLatency(b, lat, "roundtrip")
-		})
-	}
+func BenchmarkBatchCAS(b *testing.B) { metadatatest.BenchBatchCAS(b, openBench) }
+
+// openBench is openStore for metadatatest's benchmarks (etcd has no
+// batch delay to set).
+func openBench(b *testing.B, _ time.Duration) metadata.Store {
+	s := openStore(b)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -13,6 +13,11 @@
 //
 // Optional capability: a store that implements KeepAliveStopper also gets
 // the TTL-expiry test; otherwise that subtest is skipped with a message.
+//
+// It also holds the harnesses the durable local stores (boltstore,
+// logstore) share, so both are checked and measured the same way: the
+// kill -9 / power-cut crash harness (crash.go) and the benchmarks
+// (bench.go). It is imported by tests only, never by a store or a binary.
 package metadatatest
 
 import (

@@ -88,6 +88,9 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	if err != nil {
 		return rep, fmt.Errorf("nereus/bkwal: judging ledgers: %w", err)
 	}
+	// The grace starts after the judge: a trim it saw may have committed
+	// after opts.Now.
+	judgedAt := opts.JudgedAt()
 	p.reclaim.mu.Lock()
 	if p.reclaim.firstDead == nil {
 		p.reclaim.firstDead = map[int64]time.Time{}
@@ -104,11 +107,11 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		first, ok := p.reclaim.firstDead[cd.rec.ledger]
 		if !ok {
-			first = opts.Now
+			first = judgedAt
 			p.reclaim.firstDead[cd.rec.ledger] = first
 		}
 		p.reclaim.mu.Unlock()
-		if wait := first.Add(opts.Grace).Sub(opts.Now); wait > 0 {
+		if wait := first.Add(opts.Grace).Sub(judgedAt); wait > 0 {
 			addPending(&rep, unit, fmt.Sprintf("retired; grace period ends in %s", wait.Round(time.Millisecond)))
 			continue
 		}

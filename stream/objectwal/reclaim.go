@@ -125,6 +125,9 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	if err != nil {
 		return rep, fmt.Errorf("objectwal: judging retained runs: %w", err)
 	}
+	// The grace starts after the judge: a trim it saw may have committed
+	// after opts.Now.
+	judgedAt := opts.JudgedAt()
 	type doomed struct {
 		loc  string
 		size int64
@@ -154,10 +157,10 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		first, ok := p.firstDead[loc]
 		if !ok {
-			first = opts.Now
+			first = judgedAt
 			p.firstDead[loc] = first
 		}
-		if wait := first.Add(opts.Grace).Sub(opts.Now); wait > 0 {
+		if wait := first.Add(opts.Grace).Sub(judgedAt); wait > 0 {
 			p.addPending(&rep, loc, rs.size, fmt.Sprintf("every run retired; grace period ends in %s", wait.Round(time.Millisecond)))
 			rep.GraceBytes += rs.size
 			continue

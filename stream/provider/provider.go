@@ -187,14 +187,33 @@ type ReclaimOptions struct {
 	Grace time.Duration
 	// DryRun reports instead of deleting.
 	DryRun bool
-	// Now is the pass's clock reading.
+	// Now is the pass's clock reading as it starts (a DueOnly pass picks
+	// the units whose grace has ended by Now).
 	Now time.Time
+	// Clock reads the pass's clock again (nil: Now). A unit's grace period
+	// starts at a reading taken once the judge call that first found it
+	// retired has returned (JudgedAt), not at Now: a trim that commits
+	// after Now but before the judge reads the heads would otherwise get a
+	// grace shorter by that gap (the rediscovery reads, the judge, and an
+	// earlier provider's whole pass when providers share one options
+	// value).
+	Clock func() time.Time
 	// DueOnly asks for a pass over just the units an earlier pass found
 	// retired whose grace period has ended by Now: each is judged again
 	// (fresh verdicts, protections included) and deleted if it is still
 	// retired, exactly as a full pass would. A provider may run a full
 	// pass instead, or — if it never reports NextDue — do nothing.
 	DueOnly bool
+}
+
+// JudgedAt is the clock reading a provider takes right after a judge call
+// returns: the start of the grace period of the units that call found
+// retired for the first time, and the moment their grace is measured to.
+func (o ReclaimOptions) JudgedAt() time.Time {
+	if o.Clock == nil {
+		return o.Now
+	}
+	return o.Clock()
 }
 
 // PendingUnit is a physical unit a pass kept, and why.
