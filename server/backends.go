@@ -335,7 +335,7 @@ func openEtcd(ctx context.Context, spec metadataSpec, cfg Config, logger *slog.L
 // (up to cfg.BackendTimeout) that the bucket exists and is reachable with
 // the configured credentials. close is nil when the store holds nothing
 // to release.
-func openObjectStore(ctx context.Context, cfg Config) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
+func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
 	spec, err := parseObjectStore(cfg.ObjectStore)
 	if err != nil {
 		return nil, nil, adminapi.StorageBackend{}, err
@@ -346,6 +346,11 @@ func openObjectStore(ctx context.Context, cfg Config) (objectstore.ObjectStore, 
 		s, err := fsstore.Open(dir)
 		if err != nil {
 			return nil, nil, adminapi.StorageBackend{}, fmt.Errorf("opening object store %s: %w", dir, err)
+		}
+		if n := s.StaleTempFilesKept(); n > 0 {
+			logger.Warn("object store: kept dead writers' temp files that share an inode with a published file "+
+				"under a link count that does not cover both names; the file system needs fsck (e2fsck) "+
+				"before those temp files can go", "dir", dir, "files", n)
 		}
 		return s, s.Close, adminapi.StorageBackend{Kind: ObjectStoreFile, Location: absPath(dir)}, nil
 	default:

@@ -141,7 +141,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		return openedStorage{}, err
 	}
 	undo = append(undo, meta.Close)
-	objects, closeObjects, objInfo, err := openObjectStore(ctx, cfg)
+	objects, closeObjects, objInfo, err := openObjectStore(ctx, cfg, logger)
 	if err != nil {
 		return openedStorage{}, err
 	}

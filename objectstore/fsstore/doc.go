@@ -44,7 +44,11 @@
 // Invariant C3: temp files are never visible. They live under tmp/, which
 // List and Get never read. Each open Store owns tmp/<id>/ and holds an
 // exclusive flock on tmp/<id>.lock; Open removes the temp directories whose
-// lock nobody holds (their writer died), and never those of live processes.
+// lock nobody holds (their writer died), and never those of live processes
+// — except a temp file that names the inode of a published file while the
+// inode's link count does not cover both names (after a power cut on ext4
+// without a journal, until fsck has run): unlinking it would free the
+// published file, so it is kept (tmp.go).
 // A background goroutine per Store keeps a few empty temp files created
 // ahead of time there, so a Put's temp-file create (an inode allocation,
 // expensive on some file systems) is off its path. An inode a Delete or a

@@ -50,7 +50,7 @@ type Store struct {
 	dirMu       sync.Mutex
 	durableDirs map[string]uint64
 
-	staleTmpRemoved int
+	staleTmp staleTmp // what Open's cleanup of dead writers' temp files did
 }
 
 var _ objectstore.ObjectStore = (*Store)(nil)
@@ -92,7 +92,7 @@ func Open(dir string) (*Store, error) {
 		s.release()
 		return nil, err
 	}
-	if s.staleTmpRemoved, err = cleanStaleTmp(s.tmpRoot(), s.tmp); err != nil {
+	if s.staleTmp, err = cleanStaleTmp(s.tmpRoot(), s.tmp, []string{s.objectsDir, s.metaDir()}); err != nil {
 		return fail(err)
 	}
 	if s.storeID, err = initStoreID(filepath.Join(s.metaDir(), "store-id"), s.tmp.dir); err != nil {
@@ -121,7 +121,14 @@ func (s *Store) Root() string { return s.root }
 
 // StaleTempDirsRemoved reports how many temp directories of dead writers
 // Open removed (for tests and operators).
-func (s *Store) StaleTempDirsRemoved() int { return s.staleTmpRemoved }
+func (s *Store) StaleTempDirsRemoved() int { return s.staleTmp.removed }
+
+// StaleTempFilesKept reports how many of dead writers' temp files Open
+// kept because a published file names the same inode and the inode's link
+// count does not cover both names — a damaged count (after a power cut on
+// ext4 without a journal) that fsck repairs; unlinking the temp name would
+// have freed the published file (tmp.go).
+func (s *Store) StaleTempFilesKept() int { return s.staleTmp.kept }
 
 // Close waits for in-flight operations, then releases the store's locks and
 // temp directory. Later calls return objectstore.ErrClosed.
