@@ -490,6 +490,8 @@ func (l *lane) needRollover(run provider.Run, entries, bytes int64) string {
 		return "new append session"
 	case c.isTainted():
 		return "tainted"
+	case c.rollRequested():
+		return "retired prefix"
 	}
 	ne, nb := c.size()
 	if ne == 0 {

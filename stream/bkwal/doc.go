@@ -26,7 +26,9 @@
 // taken no run for IdleSeal is sealed by a physical-GC pass once everything
 // committed in it is retired (idle.go), so an idle or deleted stream's last
 // ledger is reclaimed too; the seal is done by the stream's lane, so it
-// never races an append.
+// never races an append. A current ledger whose first committed run is
+// retired is rolled over at its next run (retire.go), so a stream with a
+// short retention does not keep everything up to the size limit.
 //
 // Taint: an add that failed or whose outcome is unknown (writer broken,
 // fenced), an uncertain create, an ownership change, or a completion of a

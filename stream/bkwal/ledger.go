@@ -43,6 +43,13 @@ type ledger struct {
 	// released; committedEnd is the highest end of a committed one.
 	ends         map[uint64]int64
 	committedEnd int64
+	// firstEnd is the end offset of the first committed run released into
+	// this ledger (hasFirst once one was): when the core judges it
+	// retired, the ledger holds offsets nobody needs, and rollDue asks the
+	// lane to start a new ledger at the next run (retire.go).
+	firstEnd int64
+	hasFirst bool
+	rollDue  bool
 }
 
 func (led *ledger) runStarted(entries, bytes int64, now time.Time) {
@@ -73,7 +80,11 @@ func (led *ledger) released(commit uint64, committed bool) {
 	led.releasedN++
 	led.committed = led.committed || committed
 	if committed {
-		led.committedEnd = max(led.committedEnd, led.ends[commit])
+		end := led.ends[commit]
+		led.committedEnd = max(led.committedEnd, end)
+		if !led.hasFirst || end < led.firstEnd {
+			led.firstEnd, led.hasFirst = end, true
+		}
 	}
 	delete(led.ends, commit)
 }

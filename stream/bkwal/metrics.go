@@ -70,7 +70,7 @@ func newProviderMetrics(m metric.Meter) *providerMetrics {
 		c.Add(bg, 0)
 	}
 	for _, r := range []string{"new_append_session", "tainted", "entry_limit", "byte_limit", "age_limit",
-		"idle_retired", "idle_uncommitted", "idle_age_limit"} {
+		"idle_retired", "idle_uncommitted", "idle_age_limit", "retired_prefix"} {
 		pm.rollovers.Add(bg, 0, metric.WithAttributes(attribute.String("reason", r)))
 	}
 	for _, c := range []string{"stream_pointer", "append_refused", "add_failed"} {

@@ -47,6 +47,12 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 			rep.Errors++
 			p.log.Warn("bkwal: idle seal skipped", "err", err)
 		}
+		// Current ledgers whose first run is retired roll over at their
+		// next run (retire.go).
+		if _, err := p.markRetiredPrefixes(ctx, judge); err != nil {
+			rep.Errors++
+			p.log.Warn("bkwal: retired-prefix rollover skipped", "err", err)
+		}
 	}
 	prefix := p.writerPrefix(p.cfg.WriterID)
 	recs, err := p.cfg.Meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
