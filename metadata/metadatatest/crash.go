@@ -58,15 +58,17 @@ func (c Crash) Helper(t *testing.T) {
 	round := os.Getenv(c.Env + "_ROUND")
 	// the power-cut mutant when _NOSYNC is set
 	s, err := c.Open(path, os.Getenv(c.Env+"_NOSYNC") == "1")
+	// The child's lines on stdout are its protocol with the parent test.
+	proto := os.Stdout
 	if err != nil {
-		fmt.Printf("error %v\n", err)
+		fmt.Fprintf(proto, "error %v\n", err)
 		os.Exit(2)
 	}
 	ctx := context.Background()
 	var out sync.Mutex
 	say := func(format string, args ...any) {
 		out.Lock()
-		fmt.Printf(format+"\n", args...)
+		fmt.Fprintf(proto, format+"\n", args...)
 		out.Unlock()
 	}
 	sess, err := s.NewSession(ctx, time.Minute)

@@ -276,10 +276,14 @@ public final class KafkaSecure {
         // Without WRITE on any topic an idempotent producer is refused its
         // producer id (InitProducerId needs IDEMPOTENT_WRITE or WRITE on some
         // topic), as in Kafka; a non-idempotent one gets the topic error.
+        // The refusal reaches send() either through its future or, when the
+        // producer's InitProducerId already failed before send() was called,
+        // as a KafkaException thrown by send() itself (the transaction
+        // manager is then in its error state): both carry the cluster error.
         try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps((Properties) ep.clone()))) {
             p.send(new ProducerRecord<>(topic, "k", "v2")).get();
             throw new AssertionError("erin produced after her WRITE ACL was deleted");
-        } catch (ExecutionException e) {
+        } catch (ExecutionException | org.apache.kafka.common.KafkaException e) {
             expectCause("idempotent produce after deleteAcls", e, org.apache.kafka.common.errors.ClusterAuthorizationException.class);
         }
         Properties plain = producerProps((Properties) ep.clone());
