@@ -40,11 +40,7 @@ type committer struct {
 	dirty   []*owner // kicked since their last round, in kick order (owner.kicked marks members)
 	busy    bool     // a run is active (a round being prepared, in flight or stepped)
 	stopped bool
-	// held counts open completion groups (Core.holdRounds): while > 0 no
-	// round is gathered — kicks only mark streams dirty — and the last
-	// release starts the run that takes them all in one round.
-	held   int
-	active sync.WaitGroup // held while busy
+	active  sync.WaitGroup // held while busy
 }
 
 func newCommitter(c *Core) *committer {
@@ -59,7 +55,7 @@ func (cm *committer) kick(o *owner) {
 		o.kicked = true
 		cm.dirty = append(cm.dirty, o)
 	}
-	start := !cm.busy && !cm.stopped && cm.held == 0
+	start := !cm.busy && !cm.stopped
 	if start {
 		cm.busy = true
 		cm.active.Add(1)
@@ -68,30 +64,6 @@ func (cm *committer) kick(o *owner) {
 	if start {
 		cm.c.rt.goFunc(cm.run)
 	}
-}
-
-// hold opens a completion group: until the matching release, kicks only
-// mark streams dirty and a running committer gathers no further round.
-func (cm *committer) hold() {
-	cm.mu.Lock()
-	cm.held++
-	cm.mu.Unlock()
-}
-
-// release closes a completion group. When it was the last one and streams
-// were kicked meanwhile (or a run stopped for the hold with work left), the
-// shard is marked busy and release reports how many streams are dirty: the
-// caller must then start its run (releaseRounds).
-func (cm *committer) release() (dirty int, start bool) {
-	cm.mu.Lock()
-	defer cm.mu.Unlock()
-	cm.held--
-	if cm.held != 0 || cm.busy || cm.stopped || len(cm.dirty) == 0 {
-		return 0, false
-	}
-	cm.busy = true
-	cm.active.Add(1)
-	return len(cm.dirty), true
 }
 
 // stop prevents new rounds and waits for the current one to finish.
@@ -125,41 +97,24 @@ func (cm *committer) run() {
 		if r == nil {
 			return
 		}
-		if !cm.round(r) {
+		ctx := cm.c.ctx
+		start := cm.c.rt.now()
+		async := false
+		completed := cm.c.rt.batch(ctx, cm.c.meta, r.ops, func(res []metadata.Result, err error) {
+			cm.finish(r, res, err, start)
+			if async {
+				cm.next(err)
+			} else if err != nil {
+				// The whole round trip failed: back off a little before
+				// the re-reads so a down store is not hammered.
+				_ = cm.c.rt.sleep(ctx, unknownBackoff)
+			}
+		})
+		if !completed {
+			async = true
 			return
 		}
 	}
-}
-
-// runFrom performs the already gathered round r, then runs on.
-func (cm *committer) runFrom(r *round) {
-	if cm.round(r) {
-		cm.run()
-	}
-}
-
-// round sends r and reports whether its results were already stepped (the
-// caller gathers the next round) or will be, asynchronously (the
-// completion schedules the next run).
-func (cm *committer) round(r *round) bool {
-	ctx := cm.c.ctx
-	start := cm.c.rt.now()
-	async := false
-	completed := cm.c.rt.batch(ctx, cm.c.meta, r.ops, func(res []metadata.Result, err error) {
-		cm.c.observeTrip(len(r.ops), start, err)
-		cm.finish(r, res, err)
-		if async {
-			cm.next(err)
-		} else if err != nil {
-			// The whole round trip failed: back off a little before
-			// the re-reads so a down store is not hammered.
-			_ = cm.c.rt.sleep(ctx, unknownBackoff)
-		}
-	})
-	if !completed {
-		async = true
-	}
-	return completed
 }
 
 func (cm *committer) next(err error) {
@@ -175,10 +130,7 @@ func (cm *committer) next(err error) {
 func (cm *committer) gather() *round {
 	for {
 		cm.mu.Lock()
-		// While a completion group is open, its release starts the next
-		// run: a round gathered now would take only the part of the group
-		// delivered so far, and the rest would need a round of its own.
-		if cm.stopped || cm.c.ctx.Err() != nil || len(cm.dirty) == 0 || cm.held > 0 {
+		if cm.stopped || cm.c.ctx.Err() != nil || len(cm.dirty) == 0 {
 			cm.busy = false
 			cm.mu.Unlock()
 			cm.active.Done()
@@ -209,23 +161,18 @@ func (cm *committer) gather() *round {
 	}
 }
 
-// observeTrip accounts one metadata Batch of ops round-trip (a shard's
-// round, or a joint round of several) that began at start.
-func (c *Core) observeTrip(ops int, start time.Time, err error) {
-	m := &c.metrics
+// finish steps every machine of the round with its results.
+func (cm *committer) finish(r *round, res []metadata.Result, err error, start time.Time) {
+	m := &cm.c.metrics
 	switch {
 	case err == nil:
-		c.metaHealth.ok()
-	case c.ctx.Err() == nil:
-		c.metaHealth.fail(c.rt.now(), "metadata store unreachable: commit rounds failing: "+err.Error())
+		cm.c.metaHealth.ok()
+	case cm.c.ctx.Err() == nil:
+		cm.c.metaHealth.fail(cm.c.rt.now(), "metadata store unreachable: commit rounds failing: "+err.Error())
 	}
 	m.metaRoundTrips.Add(1)
-	m.metaOps.Add(int64(ops))
-	m.observeRound(c.rt.now().Sub(start))
-}
-
-// finish steps every machine of the round with its results.
-func (cm *committer) finish(r *round, res []metadata.Result, err error) {
+	m.metaOps.Add(int64(len(r.ops)))
+	m.observeRound(cm.c.rt.now().Sub(start))
 	now := cm.c.nowMs()
 	i := 0
 	for k, o := range r.owners {
@@ -259,46 +206,6 @@ func (c *Core) committerFor(id ID) *committer {
 	// Fibonacci hashing: IDs are random, but nothing should depend on it.
 	h := uint64(id) * 0x9E3779B97F4A7C15
 	return c.shards[(h>>32)%uint64(len(c.shards))]
-}
-
-// holdRounds opens a completion group on every shard: a provider calls it
-// (through provider.CompletionGrouper) before it delivers the done callbacks
-// of writes that became durable together — one WAL group commit makes the
-// runs of many streams durable at once — and releaseRounds after the last
-// of them. The streams those callbacks make ready then commit in one round
-// per shard, instead of a round started by the first callback and another
-// for the ones delivered while it was gathered or in flight: each round is
-// a metadata Batch, i.e. a flush of the store. Nothing waits for a round
-// inside a group, so a group only delays rounds by the time its callbacks
-// take to run.
-func (c *Core) holdRounds() {
-	for _, cm := range c.shards {
-		cm.hold()
-	}
-}
-
-// releaseRounds closes the group holdRounds opened and starts the rounds
-// it made due: a group that touched few streams in several shards commits
-// them in one joint round (committer_joint.go), since each round of its own
-// would be a flush of the store.
-func (c *Core) releaseRounds() {
-	var due []*committer
-	streams := 0
-	for _, cm := range c.shards {
-		if n, start := cm.release(); start {
-			due = append(due, cm)
-			streams += n
-		}
-	}
-	switch {
-	case len(due) == 0:
-	case len(due) > 1 && streams <= jointRoundMaxStreams:
-		c.rt.goFunc(func() { c.runJoint(due) })
-	default:
-		for _, cm := range due {
-			c.rt.goFunc(cm.run)
-		}
-	}
 }
 
 // stopCommitters prevents new rounds in every shard and waits for the

@@ -201,11 +201,6 @@ func Open(ctx context.Context, cfg Config) (*Core, error) {
 	}
 	c.mat = newMaterializer(c)
 	for _, p := range c.providers() {
-		if g, ok := p.(provider.CompletionGrouper); ok {
-			g.SetCompletionHooks(c.holdRounds, c.releaseRounds)
-		}
-	}
-	for _, p := range c.providers() {
 		if err := p.Recover(ctx, c.settleIntent); err != nil {
 			c.cancel()
 			return nil, fmt.Errorf("nereus/stream: recovering %s intents: %w", p.Name(), err)

@@ -50,11 +50,7 @@
 //     (runs appended to Pending, End advanced, dedup table updated) and sends
 //     all those heads in ONE metadata Batch. Ops are independent: a
 //     conflict or an unknown outcome for one stream never holds back the
-//     others. A provider that completes many writes at once (the Object
-//     WAL's group commit) delivers them as one group
-//     (provider.CompletionGrouper): no round starts until the group's last
-//     write was delivered, and a group touching few streams in several
-//     shards commits them in one joint round (committer_joint.go).
+//     others.
 //  4. Settling: applied -> the appends are committed (acknowledged for
 //     *_ASYNC_OBJECT); conflict/unknown -> the owner re-reads the head
 //     before anything else and decides from the proof above; a head whose

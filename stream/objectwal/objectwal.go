@@ -241,7 +241,6 @@ type Provider struct {
 	recoverLimit    uint64 // entries below this are earlier incarnations'
 
 	waitQ  chan pendingWrite
-	hooks  atomic.Pointer[completionHooks]
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -368,23 +367,15 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 var testHookAppended func(*wal.Durability)
 
 // waiter resolves writes in append order (which is manifest order: Write
-// appends and queues under writeMu). One manifest commit makes many queued
-// writes durable at once; the waiter resolves all those already durable
-// inside one completion group (SetCompletionHooks), so the core commits
-// them in one round.
+// appends and queues under writeMu).
 func (p *Provider) waiter() {
-	var next *pendingWrite // taken from waitQ, not yet durable
 	for {
 		var pw pendingWrite
-		if next != nil {
-			pw, next = *next, nil
-		} else {
-			p.rt.Wait(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
-			select {
-			case pw = <-p.waitQ:
-			case <-simrt.Only(p.rt, p.ctx.Done(), len(p.waitQ) == 0):
-				return
-			}
+		p.rt.Wait(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
+		select {
+		case pw = <-p.waitQ:
+		case <-simrt.Only(p.rt, p.ctx.Done(), len(p.waitQ) == 0):
+			return
 		}
 		p.rt.Wait(func() bool { return simrt.IsClosed(pw.d.Done()) || p.ctx.Err() != nil })
 		select {
@@ -393,76 +384,35 @@ func (p *Provider) waiter() {
 			pw.done(nil, errors.New("objectwal: provider closed"))
 			return
 		}
-		h := p.hooks.Load()
-		if h != nil {
-			h.begin()
-		}
-		p.resolve(pw)
-		// Every later write already durable belongs to the same group
-		// (or to one that completed meanwhile): resolve it now too. The
-		// first one still in flight is kept for the next turn.
-	group:
-		for {
-			select {
-			case q := <-p.waitQ:
-				if !simrt.IsClosed(q.d.Done()) {
-					next = &q
-					break group
-				}
-				p.resolve(q)
-			default:
-				break group
+		first, err := pw.d.Wait(p.ctx)
+		if err != nil {
+			// Not committed or unknown: the core fails the append, so even
+			// if the records landed they can never be committed.
+			if halt := pw.prod.Err(); halt != nil {
+				// Start re-claiming the log now, not on the next Write.
+				p.onProducerError(pw.prod, fmt.Errorf("%w: %w", wal.ErrHalted, halt))
 			}
+			pw.done(nil, fmt.Errorf("objectwal: segment not committed to the WAL: %w", err))
+			continue
 		}
-		if h != nil {
-			h.end()
+		pl, ok := pw.d.Placement()
+		if !ok {
+			pw.done(nil, errors.New("objectwal: wal returned no byte placement (compressed segment?)"))
+			continue
 		}
-	}
-}
-
-// completionHooks are the core's (SetCompletionHooks).
-type completionHooks struct{ begin, end func() }
-
-// SetCompletionHooks implements provider.CompletionGrouper.
-func (p *Provider) SetCompletionHooks(begin, end func()) {
-	if begin == nil || end == nil {
-		p.hooks.Store(nil)
-		return
-	}
-	p.hooks.Store(&completionHooks{begin: begin, end: end})
-}
-
-// resolve settles one durable write: its target (or error) goes to the
-// core, and the run is counted outstanding in its segment first.
-func (p *Provider) resolve(pw pendingWrite) {
-	first, err := pw.d.Wait(p.ctx)
-	if err != nil {
-		// Not committed or unknown: the core fails the append, so even
-		// if the records landed they can never be committed.
-		if halt := pw.prod.Err(); halt != nil {
-			// Start re-claiming the log now, not on the next Write.
-			p.onProducerError(pw.prod, fmt.Errorf("%w: %w", wal.ErrHalted, halt))
+		t := encodeTarget(pl, pw.d.Count()-1)
+		p.mu.Lock()
+		p.outstanding[pl.Location]++
+		p.runsOf[string(t)] = pw.ref
+		p.segBytes[pl.Location] = max(p.segBytes[pl.Location], pl.Offset+pl.Length)
+		last := first + uint64(pw.d.Count()) - 1
+		if !p.resolvedAny || last > p.resolvedThrough {
+			p.resolvedThrough, p.resolvedAny = last, true
 		}
-		pw.done(nil, fmt.Errorf("objectwal: segment not committed to the WAL: %w", err))
-		return
+		p.truncDirty = true
+		p.mu.Unlock()
+		pw.done(t, nil)
 	}
-	pl, ok := pw.d.Placement()
-	if !ok {
-		pw.done(nil, errors.New("objectwal: wal returned no byte placement (compressed segment?)"))
-		return
-	}
-	t := encodeTarget(pl, pw.d.Count()-1)
-	p.mu.Lock()
-	p.outstanding[pl.Location]++
-	p.runsOf[string(t)] = pw.ref
-	p.segBytes[pl.Location] = max(p.segBytes[pl.Location], pl.Offset+pl.Length)
-	last := first + uint64(pw.d.Count()) - 1
-	if !p.resolvedAny || last > p.resolvedThrough {
-		p.resolvedThrough, p.resolvedAny = last, true
-	}
-	p.truncDirty = true
-	p.mu.Unlock()
-	pw.done(t, nil)
 }
 
 // onProducerError reacts to an error of prod: fencing is permanent; a halt
@@ -555,7 +505,6 @@ func (p *Provider) recoverProducer(halted *wal.Producer) {
 }
 
 var _ provider.HealthReporter = (*Provider)(nil)
-var _ provider.CompletionGrouper = (*Provider)(nil)
 
 // Health implements provider.HealthReporter: degraded from the moment the
 // WAL producer halted (or was fenced) until the log is re-claimed.

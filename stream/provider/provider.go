@@ -105,21 +105,6 @@ type Provider interface {
 	Close(ctx context.Context) error
 }
 
-// CompletionGrouper is implemented by providers that make many writes
-// durable at once (the Object WAL: one group commit carries the runs of
-// many streams). The core calls SetCompletionHooks before its first Write;
-// the provider then calls begin before it runs the done callbacks of writes
-// that became durable together and end after the last of them, on the
-// goroutine that runs them, with nothing between them that waits (the
-// callbacks must not block anyway). The core uses the pair to commit those
-// writes in one metadata round instead of one round for the first callback
-// and more for the rest. Every begin must be followed by its end; a later
-// SetCompletionHooks replaces the hooks (a group already begun ends with
-// the hooks it began with).
-type CompletionGrouper interface {
-	SetCompletionHooks(begin, end func())
-}
-
 // Health is what a provider knows about its ability to make writes durable.
 type Health struct {
 	// Degraded is set while writes fail for a cause that outlives one
