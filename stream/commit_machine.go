@@ -968,32 +968,10 @@ func (m *commitMachine) roundWork() bool {
 	if len(m.queue) > 0 && !m.queue[0].sent && m.queue[0].walState == walDone {
 		return true
 	}
-	if _, due := m.indexDue(); due && !m.indexCanWait() {
+	if _, due := m.indexDue(); due {
 		return true
 	}
 	return m.droppablePending() >= compactPendingAt
-}
-
-// indexCanWait reports whether a due index publication of an
-// OBJECT_WAL_ASYNC_OBJECT stream may ride on the stream's next round
-// instead of a round of its own: a WAL write of the stream is still in
-// flight, and its completion kicks the stream (walDone), whose next round
-// sends the publication with the head CAS (prepareRound prepares both).
-// Under load a stream always has such a write, and a round costs a
-// metadata flush however few ops it carries; what waiting costs is one
-// more descriptor in the head until that round. Streams whose appends wait
-// for the index (OBJECT_WAL_SYNC_OBJECT), inherited descriptors and a
-// Pending list half-way to its bound still publish at once.
-func (m *commitMachine) indexCanWait() bool {
-	if m.sync || m.unconfirmedInherited > 0 || len(m.head.Pending) >= m.maxPendingRuns/2 {
-		return false
-	}
-	for _, op := range m.queue {
-		if op.walState == walPending {
-			return true
-		}
-	}
-	return false
 }
 
 // releaseGenWaiters acknowledges BOOKKEEPER_WAL_SYNC_OBJECT appends that a
