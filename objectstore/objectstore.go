@@ -169,6 +169,29 @@ type ReadRangeOptions struct {
 	CallerVerifies bool
 }
 
+// CacheProber is an optional ObjectStore extension of a store that serves
+// reads from memory when it can (fsstore: the kernel's page cache) and can
+// tell, without reading, whether a range is there. A reader uses it to pay
+// for work that only helps when a read waits for a device (read-ahead)
+// only when it does.
+type CacheProber interface {
+	// Cached reports whether every byte of [offset, offset+length) of key's
+	// data is in memory now, so that a read of it would not wait for a
+	// device. It neither reads the data nor starts I/O for it. It is a
+	// hint: false when the store cannot tell, and the answer may be stale
+	// by the time the caller acts on it. Errors are GetRange's.
+	Cached(ctx context.Context, key string, offset, length int64) (bool, error)
+}
+
+// Cached is s.Cached when s implements CacheProber, else false (cannot
+// tell).
+func Cached(ctx context.Context, s ObjectStore, key string, offset, length int64) (bool, error) {
+	if p, ok := s.(CacheProber); ok {
+		return p.Cached(ctx, key, offset, length)
+	}
+	return false, nil
+}
+
 // ReadRange is s.ReadRange when s implements RangeReader, else GetRange
 // copied into dst (same result, one more copy).
 func ReadRange(ctx context.Context, s ObjectStore, key string, offset int64, dst []byte, opts ReadRangeOptions) (int, error) {

@@ -165,6 +165,12 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []b
 	return n, err
 }
 
+// Cached implements objectstore.CacheProber by asking the inner store
+// (false when it cannot tell). Not counted: it reads no data.
+func (s *Store) Cached(ctx context.Context, key string, offset, length int64) (bool, error) {
+	return objectstore.Cached(ctx, s.inner, key, offset, length)
+}
+
 // Head implements objectstore.ObjectStore.
 func (s *Store) Head(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	start := time.Now()
