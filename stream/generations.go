@@ -111,19 +111,21 @@ func newGenReader(store objectstore.ObjectStore, cacheBytes int64) *genReader {
 }
 
 func (g *genReader) Read(ctx context.Context, target provider.Target, runStart, from int64, maxBytes int) ([]provider.ReadEntry, error) {
-	return g.readLimit(ctx, target, from, maxBytes, 0)
+	return g.readLimit(ctx, target, from, maxBytes, 0, maxBytes)
 }
 
 // readLimit is Read for a read that keeps at most maxEntries entries
 // (<= 0: no bound): the span fetched from the object stops there
 // (generation.Reader.ReadLimit), so a read of a few entries does not
 // fetch and verify a whole byte budget of them.
-func (g *genReader) readLimit(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries int) ([]provider.ReadEntry, error) {
+// nextBytes is the budget of the reader's next read (its read-ahead
+// fetches that read's span).
+func (g *genReader) readLimit(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries, nextBytes int) ([]provider.ReadEntry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := g.r.ReadLimit(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries)
+	entries, err := g.r.ReadLimitNext(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries, nextBytes)
 	if err != nil {
 		return nil, genReadError(t.Key, err)
 	}
@@ -137,12 +139,12 @@ func (g *genReader) readLimit(ctx context.Context, target provider.Target, from 
 // readPooled is readLimit into a recycled buffer (ReadOptions.Recycle),
 // which it adds to rb; the entries (slice and payloads) belong to that
 // buffer.
-func (g *genReader) readPooled(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries int, rb *readBuffers) ([]generation.Entry, error) {
+func (g *genReader) readPooled(ctx context.Context, target provider.Target, from int64, maxBytes, maxEntries, nextBytes int, rb *readBuffers) ([]generation.Entry, error) {
 	t, err := decodeGenTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	entries, buf, err := g.r.ReadPooled(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries)
+	entries, buf, err := g.r.ReadPooledNext(ctx, t.Key, t.Info, max(from, t.Start), max(maxBytes, 1), maxEntries, nextBytes)
 	if err != nil {
 		return nil, genReadError(t.Key, err)
 	}

@@ -67,11 +67,17 @@ type LifecycleConfig struct {
 	// fetched ahead and not yet read: a read that stops inside the
 	// generations starts the GET of what the same reader's next read will
 	// want (also in the next object), so a consumer that alternates
-	// between fetching and processing finds its next bytes fetched. Off by
-	// default: on the loaded 2-core machine it was measured on it made
-	// catch-up slower, on the filesystem store and on S3 alike (the
-	// hand-off between the prefetching goroutine and the reader costs
-	// more than the overlap gains there; docs/notes/issue-9.md, session 9).
+	// between fetching and processing finds its next bytes fetched. The
+	// next span is started once a read's bytes are in hand, before they
+	// are verified, into a recycled buffer, and only when the object
+	// store does not report it in memory (objectstore.CacheProber:
+	// fsstore asks the page cache), so a warm reader runs as without it.
+	// Off by default: unconditional read-ahead made warm catch-up slower
+	// on the loaded 2-core machine (sessions 9 and 13); the gated one won
+	// cold there without a warm loss, but under loads of 10-17 only
+	// (docs/notes/issue-9.md, session 14: figures to confirm on a quiet
+	// machine before it is made the default). Stores that cannot tell
+	// (S3) get every span read ahead, as before.
 	GenerationReadAheadBytes int64
 	// AdoptScanInterval is how often GC lists the WAL providers' writer
 	// identities to find a dead writer's sources to adopt (Config.Adoption;

@@ -79,8 +79,12 @@ type Stats struct {
 	// ReadRetries reads that resolved again after GC moved a source.
 	GenerationReads, ReadRetries int64
 	// GenerationReadAheads counts generation spans fetched ahead of
-	// sequential readers; GenerationReadAheadHits those a read used.
+	// sequential readers; GenerationReadAheadHits those a read used;
+	// GenerationReadAheadsCached those not started because the object
+	// store said the span was in memory (a warm reader fetches nothing
+	// ahead).
 	GenerationReadAheads, GenerationReadAheadHits int64
+	GenerationReadAheadsCached                    int64
 	OwnedStreams                                  int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
@@ -119,6 +123,7 @@ func (c *Core) Stats() Stats {
 	if c.gens != nil {
 		rs := c.gens.r.Stats()
 		s.GenerationReadAheads, s.GenerationReadAheadHits = rs.ReadAheads, rs.ReadAheadHits
+		s.GenerationReadAheadsCached = rs.ReadAheadsCached
 	}
 	c.mu.Lock()
 	s.OwnedStreams = len(c.owners)

@@ -217,9 +217,9 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 				g, isGen := p.(*genReader)
 				switch {
 				case isGen && rb != nil:
-					gens, err = g.readPooled(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out), rb)
+					gens, err = g.readPooled(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out), opts.MaxBytes, rb)
 				case isGen:
-					entries, err = g.readLimit(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out))
+					entries, err = g.readLimit(ctx, pt.Target, next, opts.MaxBytes-size, opts.MaxEntries-len(out), opts.MaxBytes)
 				default:
 					entries, err = p.Read(ctx, pt.Target, pt.Start, next, opts.MaxBytes-size)
 				}

@@ -33,7 +33,11 @@
 // fetched buffer (no copy): the buffer is never reused, so callers may keep
 // them, but a kept payload keeps its whole span buffer reachable. With
 // Reader.SetReadAhead, the span after a sequential read is fetched in the
-// background (and verified like any other when it is read).
+// background, into a pooled span buffer, once the read's own bytes are in
+// hand and before they are verified (and verified like any other when it
+// is read); a store that can tell (objectstore.CacheProber) is asked first,
+// and a span already in memory is not fetched ahead, so a warm reader runs
+// as without read-ahead.
 //
 // Verify checks a whole object without any metadata (header, footer, digest,
 // every block and entry, all counts): it is the content proof of a PUT whose

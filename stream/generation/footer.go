@@ -163,6 +163,17 @@ func (f *Footer) blockFor(offset int64) int {
 	return sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].First > offset }) - 1
 }
 
+// firstAt returns the first offset of the block starting at byte pos; ok
+// is false when no block starts there (pos is the data's end, or not a
+// block start).
+func (f *Footer) firstAt(pos int64) (first int64, ok bool) {
+	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].Pos >= pos })
+	if i == len(f.blocks) || f.blocks[i].Pos != pos {
+		return 0, false
+	}
+	return f.blocks[i].First, true
+}
+
 // Span returns the byte range [off, off+length) to fetch for a read from
 // offset from: the block holding from, then following blocks while the
 // total stays within maxBytes (at least the first block, whatever

@@ -13,8 +13,15 @@ import (
 type Buffer struct {
 	b       []byte
 	entries []Entry     // the entries slice ReadPooled returned, reused by the next read
-	class   int         // index into spanPools; -1: not pooled (too large)
+	class   int         // index into spanPools; -1: not pooled (too large, or a share)
 	pooled  atomic.Bool // in its pool now (a second Release is a bug)
+	// holds counts the holders of a pooled buffer's bytes: the Buffer
+	// itself and each share (a prefetch's remainder kept for the next
+	// Read while the first Read's entries alias the start); it goes back
+	// to its pool when the last is released.
+	holds atomic.Int32
+	// parent is the buffer a share's bytes live in (nil: not a share).
+	parent *Buffer
 }
 
 // Span buffers come in power-of-two classes from 64 KiB to 64 MiB: a
@@ -46,9 +53,23 @@ func getBuffer(n int64) *Buffer {
 	c := shift - minSpanClassShift
 	if b, ok := spanPools[c].Get().(*Buffer); ok {
 		b.pooled.Store(false)
+		b.holds.Store(1)
 		return b
 	}
-	return &Buffer{b: make([]byte, 1<<shift), class: c}
+	b := &Buffer{b: make([]byte, 1<<shift), class: c}
+	b.holds.Store(1)
+	return b
+}
+
+// share returns a second holder of b's bytes with an entries slice of its
+// own: b goes back to its pool only once b and the share are both
+// released. nil for a nil b.
+func (b *Buffer) share() *Buffer {
+	if b == nil {
+		return nil
+	}
+	b.holds.Add(1)
+	return &Buffer{class: -1, parent: b}
 }
 
 // Release returns b to its pool (nil and unpooled Buffers: no-op). Call it
@@ -56,10 +77,22 @@ func getBuffer(n int64) *Buffer {
 // panics: it would hand one buffer to two reads, and one of them would
 // serve bytes the other wrote over its verified ones.
 func (b *Buffer) Release() {
-	if b == nil || b.class < 0 {
+	if b == nil {
 		return
 	}
-	if b.pooled.Swap(true) {
+	if b.parent != nil {
+		if b.pooled.Swap(true) {
+			panic("nereus/generation: Buffer released twice")
+		}
+		b.parent.Release()
+		return
+	}
+	if b.class < 0 {
+		return
+	}
+	if n := b.holds.Add(-1); n > 0 {
+		return
+	} else if n < 0 || b.pooled.Swap(true) {
 		panic("nereus/generation: Buffer released twice")
 	}
 	if poisonOnRelease {

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"context"
 	"time"
+
+	"github.com/nereusstream/nereus-go/objectstore"
 )
 
 // Read-ahead: a catch-up reader alternates between waiting for a GET and
@@ -34,6 +36,7 @@ type prefetch struct {
 	el   *list.Element // in r.aheadLRU
 	done chan struct{}
 	raw  []byte
+	buf  *Buffer // raw's pooled buffer (nil: not pooled)
 	err  error
 }
 
@@ -54,9 +57,11 @@ func (r *Reader) SetReadAhead(budget int64) {
 // (a block start), if a prefetch from there exists and succeeded; ok is
 // false if the caller must GET them itself. The bytes end on a block
 // boundary but may be fewer or more than the caller's span (a prefetch
-// guessed the next Read's budget); the caller uses what fits. It waits
-// for a prefetch in flight.
-func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off int64) (raw []byte, ok bool, err error) {
+// guessed the next Read's budget); the caller uses what fits. buf, when
+// non-nil, is the pooled buffer holding raw, now the caller's (to hand
+// on with the entries or to drop; never released while raw is in use).
+// It waits for a prefetch in flight.
+func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off int64) (raw []byte, buf *Buffer, ok bool, err error) {
 	r.mu.Lock()
 	p := r.ahead[aheadKey{key, off}]
 	if p != nil {
@@ -64,32 +69,33 @@ func (r *Reader) takeAhead(ctx context.Context, key string, info Info, off int64
 	}
 	r.mu.Unlock()
 	if p == nil || p.info != info {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return nil, nil, false, ctx.Err()
 	}
 	if p.err != nil {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	r.aheadHits.Add(1)
-	return p.raw, true, nil
+	return p.raw, p.buf, true, nil
 }
 
 // keepAhead keeps raw, the verified-later bytes of key from block start off
 // that a Read took from a longer prefetch and did not need, as a completed
 // prefetch for the next Read, if the budget allows.
-func (r *Reader) keepAhead(key string, info Info, off int64, raw []byte) {
+func (r *Reader) keepAhead(key string, info Info, off int64, raw []byte, buf *Buffer) {
 	n := int64(len(raw))
 	at := aheadKey{key, off}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.aheadBudget <= 0 || r.ahead[at] != nil || r.aheadBytes+n > r.aheadBudget {
+		buf.Release()
 		return
 	}
-	p := &prefetch{at: at, info: info, n: n, done: make(chan struct{}), raw: raw}
+	p := &prefetch{at: at, info: info, n: n, done: make(chan struct{}), raw: raw, buf: buf}
 	close(p.done)
 	p.el = r.aheadLRU.PushFront(p)
 	r.ahead[at] = p
@@ -127,8 +133,26 @@ func (r *Reader) Prefetch(ctx context.Context, key string, info Info, from int64
 	}()
 }
 
+// aheadAfter starts the read-ahead of the span a Read of maxBytes from the
+// block at byte pos of key would fetch (pos: where a span just read ends),
+// if read-ahead is on, maxBytes > 0 and the object goes on there.
+func (r *Reader) aheadAfter(ctx context.Context, key string, f *Footer, pos int64, maxBytes int) {
+	if maxBytes <= 0 || !r.readAheadOn() {
+		return
+	}
+	if next, ok := f.firstAt(pos); ok {
+		r.startAhead(ctx, key, f, next, maxBytes)
+	}
+}
+
 // startAhead starts fetching the span that a Read from offset next with
-// maxBytes would fetch, if read-ahead is on and the budget allows.
+// maxBytes would fetch, if read-ahead is on, the budget allows and the
+// span is not in the store's memory already. A store that can tell
+// (objectstore.CacheProber: fsstore asks the page cache) is asked first:
+// a span a read would copy from memory gains nothing from being fetched
+// early and would cost a goroutine hand-off, a buffer and the copy on
+// another core, so a warm reader runs exactly as without read-ahead and
+// only a reader that waits for the device keeps its next span in flight.
 func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int64, maxBytes int) {
 	if next >= f.info.End {
 		return
@@ -139,6 +163,16 @@ func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int
 	}
 	at := aheadKey{key, off}
 	r.mu.Lock()
+	taken := n > r.aheadBudget || r.ahead[at] != nil
+	r.mu.Unlock()
+	if taken {
+		return
+	}
+	if cached, err := objectstore.Cached(ctx, r.store, key, off, n); err != nil || cached {
+		r.aheadCached.Add(1)
+		return
+	}
+	r.mu.Lock()
 	if n > r.aheadBudget || r.ahead[at] != nil {
 		r.mu.Unlock()
 		return
@@ -148,6 +182,7 @@ func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int
 		select {
 		case <-oldest.done:
 			r.dropAheadLocked(oldest)
+			oldest.buf.Release() // unclaimed: nobody else can reach it
 		default:
 			// The oldest is still in flight: its reader is probably about
 			// to claim it. Skip this prefetch rather than over-commit.
@@ -165,11 +200,21 @@ func (r *Reader) startAhead(ctx context.Context, key string, f *Footer, next int
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
 	go func() {
 		defer cancel()
-		raw, err := r.fetch(gctx, key, off, n, nil) // verified by the Read that claims it
+		var buf *Buffer
+		if _, into := r.store.(objectstore.RangeReader); into {
+			buf = getBuffer(n)
+		}
+		raw, err := r.fetch(gctx, key, off, n, buf) // verified by the Read that claims it
 		if err == nil && int64(len(raw)) != n {
 			raw, err = nil, ErrCorrupt // short: let the Read's own GET report it
 		}
-		p.raw, p.err = raw, err
+		if err != nil {
+			buf.Release()
+			buf = nil
+		}
+		// An unclaimed prefetch's buffer is left to the collector: a
+		// reader may have claimed it meanwhile.
+		p.raw, p.buf, p.err = raw, buf, err
 		close(p.done)
 	}()
 }

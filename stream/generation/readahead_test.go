@@ -321,3 +321,117 @@ func (c *byteCounter) GetRange(ctx context.Context, key string, off, n int64) ([
 	c.bytes.Add(int64(len(b)))
 	return b, err
 }
+
+// proberStore answers objectstore.CacheProber with cached, and counts
+// GetRange calls (ReadRange is left to GetRange: objectstore.ReadRange).
+type proberStore struct {
+	objectstore.ObjectStore
+	cached atomic.Bool
+	probes atomic.Int64
+}
+
+func (s *proberStore) Cached(ctx context.Context, key string, off, n int64) (bool, error) {
+	s.probes.Add(1)
+	return s.cached.Load(), nil
+}
+
+// TestReadAheadOnlyWhenNotCached: a store that says a span is in memory
+// gets no read-ahead of it (a warm reader runs as without read-ahead: the
+// same GETs, no prefetch started), and one that says it is not gets every
+// span after the first of each object prefetched. With the gate switched
+// off (startAhead ignoring Cached) the warm half fails.
+func TestReadAheadOnlyWhenNotCached(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cached", false: "not-cached"}[cached], func(t *testing.T) {
+			counted := faultstore.New(memstore.New(), faultstore.Config{})
+			ps := &proberStore{ObjectStore: counted}
+			ps.cached.Store(cached)
+			objs := putObjects(t, ps, 3, 31)
+			r := NewReader(ps, 1<<20)
+			r.SetReadAhead(1 << 20)
+			before := counted.Counts(faultstore.OpGetRange).Calls
+			reads := catchUp(t, r, objs, 32<<10)
+			gets := counted.Counts(faultstore.OpGetRange).Calls - before
+			if gets != int64(reads+len(objs)) {
+				t.Fatalf("%d reads of %d objects made %d GETs, want %d", reads, len(objs), gets, reads+len(objs))
+			}
+			st := r.Stats()
+			if ps.probes.Load() == 0 {
+				t.Fatal("the store was never asked")
+			}
+			if cached && (st.ReadAheads != 0 || st.ReadAheadsCached != int64(reads-len(objs))) {
+				t.Fatalf("warm: stats %+v after %d reads of %d objects (want no read-ahead, %d not started)", st, reads, len(objs), reads-len(objs))
+			}
+			if !cached && (st.ReadAheadHits != int64(reads-len(objs)) || st.ReadAheads != st.ReadAheadHits || st.ReadAheadsCached != 0) {
+				t.Fatalf("cold: stats %+v after %d reads of %d objects", st, reads, len(objs))
+			}
+		})
+	}
+}
+
+// TestReadAheadPooled: a pooled Read (the Kafka fetch's) claims a
+// prefetched span with its buffer: the entries are right, the buffer is
+// handed over (released by the caller, reused by a later read), and a
+// flipped bit in a prefetched span is ErrCorrupt, never served.
+func TestReadAheadPooled(t *testing.T) {
+	ctx := context.Background()
+	fs, err := fsstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	store := &proberStore{ObjectStore: fs} // fsstore's ReadRange, never "cached"
+	o := putObjects(t, fs, 1, 32)[0]
+	r := NewReader(&rangeProber{store}, 1<<20)
+	r.SetReadAhead(1 << 20)
+	f, err := r.Footer(ctx, o.key, o.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := o.info.Start; from < o.info.End; {
+		es, buf, err := r.ReadPooled(ctx, o.key, o.info, from, 16<<10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkPrefix(es, o.entries, from); err != nil {
+			t.Fatal(err)
+		}
+		if from != o.info.Start && buf == nil {
+			t.Fatalf("a prefetched span at %d came without its pooled buffer", from)
+		}
+		from = es[len(es)-1].End()
+		buf.Release()
+	}
+	if st := r.Stats(); st.ReadAheadHits == 0 {
+		t.Fatalf("no prefetch used: %+v", st)
+	}
+
+	obj, _, _ := fs.Get(ctx, o.key)
+	victim := f.Block(1)
+	obj[victim.Pos+victim.Len-1] ^= 4
+	if _, err := fs.Put(ctx, o.key, obj, objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hits := r.Stats().ReadAheadHits
+	es, buf, err := r.ReadPooled(ctx, o.key, o.info, o.info.Start, 1, 0) // block 0; prefetches block 1
+	if err != nil || checkPrefix(es, o.entries, o.info.Start) != nil {
+		t.Fatalf("block 0: %v", err)
+	}
+	buf.Release()
+	_, buf, err = r.ReadPooled(ctx, o.key, o.info, victim.First, 1, 0)
+	mustCorrupt(t, "prefetched corrupt block (pooled)", err)
+	if buf != nil {
+		t.Fatal("a failed read returned a buffer")
+	}
+	if r.Stats().ReadAheadHits != hits+1 {
+		t.Fatalf("the corrupt block did not come from the prefetch: %+v", r.Stats())
+	}
+}
+
+// rangeProber is a proberStore that keeps the inner store's ReadRange
+// (pooled reads need objectstore.RangeReader).
+type rangeProber struct{ *proberStore }
+
+func (s *rangeProber) ReadRange(ctx context.Context, key string, off int64, dst []byte, opts objectstore.ReadRangeOptions) (int, error) {
+	return objectstore.ReadRange(ctx, s.ObjectStore, key, off, dst, opts)
+}

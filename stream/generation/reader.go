@@ -34,6 +34,7 @@ type Reader struct {
 
 	hits, misses            atomic.Int64
 	aheadStarted, aheadHits atomic.Int64
+	aheadCached             atomic.Int64 // read-aheads not started: the span was in memory
 }
 
 type cacheItem struct {
@@ -61,6 +62,9 @@ type ReaderStats struct {
 	// used, ReadAheadBytes the bytes prefetched and not yet claimed.
 	ReadAheads, ReadAheadHits int64
 	ReadAheadBytes            int64
+	// ReadAheadsCached counts read-aheads not started because the store
+	// said the span was in memory already (objectstore.CacheProber).
+	ReadAheadsCached int64
 }
 
 // NewReader returns a Reader over store whose footer cache holds at most
@@ -89,7 +93,7 @@ func NewReader(store objectstore.ObjectStore, cacheBytes int64) *Reader {
 // (no object at key), ErrCorrupt (the object does not match info or fails
 // a checksum), or the store's error (a transient failure: retry).
 func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, maxBytes int) ([]Entry, error) {
-	entries, _, err := r.read(ctx, key, info, from, maxBytes, 0, false)
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, 0, maxBytes, false)
 	return entries, err
 }
 
@@ -99,7 +103,16 @@ func (r *Reader) Read(ctx context.Context, key string, info Info, from int64, ma
 // the caller will use. It may still return more than maxEntries entries
 // (whole blocks); the caller drops the rest.
 func (r *Reader) ReadLimit(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int) ([]Entry, error) {
-	entries, _, err := r.read(ctx, key, info, from, maxBytes, maxEntries, false)
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, maxEntries, maxBytes, false)
+	return entries, err
+}
+
+// ReadLimitNext is ReadLimit for a sequential reader whose next Read will
+// ask for nextBytes (a catch-up whose read budget this part only finishes:
+// the span read ahead is the one that next Read fetches, not one of this
+// part's remaining budget).
+func (r *Reader) ReadLimitNext(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries, nextBytes int) ([]Entry, error) {
+	entries, _, err := r.read(ctx, key, info, from, maxBytes, maxEntries, nextBytes, false)
 	return entries, err
 }
 
@@ -110,10 +123,15 @@ func (r *Reader) ReadLimit(ctx context.Context, key string, info Info, from int6
 // read did not use one (a store without objectstore.RangeReader, a span
 // served from read-ahead): the payloads are then fresh, as Read's.
 func (r *Reader) ReadPooled(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int) ([]Entry, *Buffer, error) {
-	return r.read(ctx, key, info, from, maxBytes, maxEntries, true)
+	return r.read(ctx, key, info, from, maxBytes, maxEntries, maxBytes, true)
 }
 
-func (r *Reader) read(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries int, pooled bool) ([]Entry, *Buffer, error) {
+// ReadPooledNext is ReadPooled with ReadLimitNext's nextBytes.
+func (r *Reader) ReadPooledNext(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries, nextBytes int) ([]Entry, *Buffer, error) {
+	return r.read(ctx, key, info, from, maxBytes, maxEntries, nextBytes, true)
+}
+
+func (r *Reader) read(ctx context.Context, key string, info Info, from int64, maxBytes, maxEntries, nextBytes int, pooled bool) ([]Entry, *Buffer, error) {
 	if from < info.Start || from >= info.End {
 		return nil, nil, fmt.Errorf("%w: offset %d, generation covers [%d, %d)", ErrOutOfRange, from, info.Start, info.End)
 	}
@@ -125,20 +143,27 @@ func (r *Reader) read(ctx context.Context, key string, info Info, from int64, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	entries, buf, err := r.readSpan(ctx, key, f, off, n, from, pooled)
-	if err == nil && len(entries) > 0 && r.readAheadOn() {
-		r.startAhead(ctx, key, f, entries[len(entries)-1].End(), maxBytes)
+	if maxEntries > 0 && nextBytes > 0 {
+		if _, whole, _ := f.Span(from, maxBytes); whole > n {
+			// The entry bound cut the span: the Read ends inside it and
+			// the next one starts there, not where the span ends (the
+			// caller's own read-ahead, which knows where, covers it).
+			nextBytes = 0
+		}
 	}
-	return entries, buf, err
+	return r.readSpan(ctx, key, f, off, n, from, nextBytes, pooled)
 }
 
 // readSpan returns the verified entries of span [off, off+n) of key that
 // end after from: from a prefetch of the span's start if there is one (its
 // bytes past n stay prefetched for the next Read; a prefetch shorter than
 // n is completed with one GET of the rest), else with one GET (into a
-// pooled buffer when pooled and the store can read into one).
-func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, from int64, pooled bool) ([]Entry, *Buffer, error) {
-	raw, ok, err := r.takeAhead(ctx, key, f.info, off)
+// pooled buffer when pooled and the store can read into one). With
+// read-ahead on, the span that follows (a Read of maxBytes from where this
+// one ends; maxBytes is that Read's budget) is started once this span's bytes are in hand and before they
+// are verified, so the store works on it while this one is decoded.
+func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, from int64, maxBytes int, pooled bool) ([]Entry, *Buffer, error) {
+	raw, pbuf, ok, err := r.takeAhead(ctx, key, f.info, off)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,30 +177,29 @@ func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, fr
 			buf.Release()
 			return nil, nil, err
 		}
-		var reuse []Entry
-		if buf != nil {
-			reuse = buf.entries
-		}
-		entries, err := decodeSpanAppend(f, raw, off, from, reuse)
-		if err != nil {
-			buf.Release()
-			return nil, nil, err
-		}
-		if buf != nil {
-			buf.entries = entries
-		}
-		return entries, buf, nil
+		r.aheadAfter(ctx, key, f, off+n, maxBytes)
+		return decodeInto(f, raw, off, from, buf)
 	}
 	got := int64(len(raw))
 	if got > n {
-		r.keepAhead(key, f.info, off+n, raw[n:got:got])
+		// The rest is kept for the next Read in a share of the
+		// prefetch's buffer: recycled once both Reads are done with it.
+		r.keepAhead(key, f.info, off+n, raw[n:got:got], pbuf.share())
 		raw, got = raw[:n:n], n
 	}
-	entries, err := DecodeSpan(f, raw, off, from)
-	if err != nil || got == n {
-		return entries, nil, err
+	if got == n {
+		r.aheadAfter(ctx, key, f, off+n, maxBytes)
+		if !pooled {
+			pbuf = nil // the caller keeps the payloads: never recycled
+		}
+		return decodeInto(f, raw, off, from, pbuf)
 	}
 	rest, err := r.get(ctx, key, off+got, n-got, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.aheadAfter(ctx, key, f, off+n, maxBytes)
+	entries, err := DecodeSpan(f, raw, off, from)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,6 +208,24 @@ func (r *Reader) readSpan(ctx context.Context, key string, f *Footer, off, n, fr
 		return nil, nil, err
 	}
 	return append(entries, more...), nil, nil
+}
+
+// decodeInto decodes span raw at off (from buf's bytes when buf is
+// non-nil, reusing its entries slice); on an error buf is released.
+func decodeInto(f *Footer, raw []byte, off, from int64, buf *Buffer) ([]Entry, *Buffer, error) {
+	var reuse []Entry
+	if buf != nil {
+		reuse = buf.entries
+	}
+	entries, err := decodeSpanAppend(f, raw, off, from, reuse)
+	if err != nil {
+		buf.Release()
+		return nil, nil, err
+	}
+	if buf != nil {
+		buf.entries = entries
+	}
+	return entries, buf, nil
 }
 
 // get is one ranged GET of [off, off+n) of key, which must return exactly
@@ -320,7 +362,8 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return ReaderStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Footers: len(r.items), Bytes: r.used,
-		ReadAheads: r.aheadStarted.Load(), ReadAheadHits: r.aheadHits.Load(), ReadAheadBytes: r.aheadBytes}
+		ReadAheads: r.aheadStarted.Load(), ReadAheadHits: r.aheadHits.Load(), ReadAheadBytes: r.aheadBytes,
+		ReadAheadsCached: r.aheadCached.Load()}
 }
 
 func (r *Reader) insertLocked(key string, f *Footer) {
