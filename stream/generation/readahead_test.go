@@ -435,3 +435,34 @@ type rangeProber struct{ *proberStore }
 func (s *rangeProber) ReadRange(ctx context.Context, key string, off int64, dst []byte, opts objectstore.ReadRangeOptions) (int, error) {
 	return objectstore.ReadRange(ctx, s.ObjectStore, key, off, dst, opts)
 }
+
+// TestReadAheadEntryBound: a Read cut short by its entry bound ends inside
+// its span, so the next Read starts there: no read-ahead is started at the
+// span's end (it would never be used, and would cost the device a second
+// read of those bytes). Without the check every such Read starts one.
+func TestReadAheadEntryBound(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	// Small entries, many to a block: a 5-entry read ends inside a block.
+	es := randomEntries(rand.New(rand.NewPCG(33, 1)), 0, 400, 1, 200, 1)
+	obj, info := build(t, 42, 1, es, BuilderOptions{BlockBytes: 1 << 10})
+	if _, err := store.Put(ctx, "gen/42/a", obj, objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := storedObject{key: "gen/42/a", info: info, entries: es}
+	r := NewReader(store, 1<<20)
+	r.SetReadAhead(1 << 20)
+	for from := o.info.Start; from < o.info.End; {
+		es, err := r.ReadLimit(ctx, o.key, o.info, from, 1<<20, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkPrefix(es, o.entries, from); err != nil {
+			t.Fatal(err)
+		}
+		from = es[min(len(es), 5)-1].End()
+	}
+	if st := r.Stats(); st.ReadAheads != st.ReadAheadHits {
+		t.Fatalf("entry-bound reads started read-aheads nobody used: %+v", st)
+	}
+}
