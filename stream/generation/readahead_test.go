@@ -466,3 +466,39 @@ func TestReadAheadEntryBound(t *testing.T) {
 		t.Fatalf("entry-bound reads started read-aheads nobody used: %+v", st)
 	}
 }
+
+// TestReadAheadKeepsFreshPrefetches: with the budget full of completed
+// prefetches younger than aheadStale, a newer one is not started (the
+// older ones' readers, reading streams in turn, come back first); once
+// they are stale it may replace them. Dropping the oldest for the newest,
+// as before, fails the first half.
+func TestReadAheadKeepsFreshPrefetches(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	objs := putObjects(t, store, 3, 34)
+	r := NewReader(store, 1<<20)
+	var spans []int64 // each object's first block
+	for _, o := range objs {
+		f, err := r.Footer(ctx, o.key, o.info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, f.Block(0).Len)
+	}
+	r.SetReadAhead(spans[0] + spans[1])
+	for i, o := range objs[:2] {
+		r.Prefetch(ctx, o.key, o.info, o.info.Start, int(spans[i]))
+		waitAhead(t, r, o.key, o.info.Start)
+	}
+	r.Prefetch(ctx, objs[2].key, objs[2].info, objs[2].info.Start, int(spans[2]))
+	if st := r.Stats(); st.ReadAheads != 2 {
+		t.Fatalf("a fresh prefetch was dropped for a newer one: %+v", st)
+	}
+	es, err := r.Read(ctx, objs[0].key, objs[0].info, objs[0].info.Start, int(spans[0]))
+	if err != nil || checkPrefix(es, objs[0].entries, objs[0].info.Start) != nil {
+		t.Fatalf("first object: %v", err)
+	}
+	if st := r.Stats(); st.ReadAheadHits != 1 {
+		t.Fatalf("the oldest prefetch was not there for its reader: %+v", st)
+	}
+}
