@@ -1,10 +1,8 @@
 package bkwal
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -66,42 +64,21 @@ type idleCandidate struct {
 // (see above). It returns how many it asked for.
 func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, error) {
 	now := p.cfg.Now()
-	var cands []idleCandidate
-	p.mu.Lock()
-	for _, led := range p.ledgers {
-		led.mu.Lock()
+	cands, retired, err := judgeCurrent(ctx, p, judge, func(led *ledger) (idleCandidate, bool, *provider.RunRef) {
 		idle := !led.sealing && led.tainted == "" && led.inflight == 0 && led.releasedN >= led.written &&
 			led.entries > 0 && now.Sub(led.lastRun) >= p.cfg.IdleSeal
-		if idle {
-			cands = append(cands, idleCandidate{led: led, entries: led.entries, committed: led.committed,
-				end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge})
+		if !idle {
+			return idleCandidate{}, false, nil
 		}
-		led.mu.Unlock()
-	}
-	p.mu.Unlock()
-	if len(cands) == 0 {
-		return 0, nil
-	}
-	// Map order is random; a fixed one lets a simulated pass replay.
-	slices.SortFunc(cands, func(a, b idleCandidate) int { return cmp.Compare(a.led.id, b.led.id) })
-	var runs []provider.RunRef
-	var judged []int
-	for i, cd := range cands {
-		if cd.committed && !cd.old {
-			runs = append(runs, provider.RunRef{Stream: cd.led.stream, Epoch: cd.led.epoch, Token: cd.led.token,
-				End: cd.end, Committed: true})
-			judged = append(judged, i)
+		cd := idleCandidate{led: led, entries: led.entries, committed: led.committed,
+			end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge}
+		if !cd.committed || cd.old {
+			return cd, true, nil // sealed whatever the judge says
 		}
-	}
-	retired := make([]bool, len(cands))
-	if len(runs) > 0 {
-		verdicts, err := judge(ctx, runs)
-		if err != nil {
-			return 0, fmt.Errorf("nereus/bkwal: judging idle ledgers: %w", err)
-		}
-		for k, i := range judged {
-			retired[i] = verdicts[k] == provider.RunRetired
-		}
+		return cd, true, &provider.RunRef{Stream: led.stream, Epoch: led.epoch, Token: led.token, End: cd.end, Committed: true}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("nereus/bkwal: judging idle ledgers: %w", err)
 	}
 	asked := 0
 	for i, cd := range cands {
