@@ -76,7 +76,7 @@ func (c *Core) EnforceRetention(ctx context.Context) error {
 
 // hintRetention tells the stream's WAL provider, if it takes hints
 // (provider.RetentionHinter), the stream's time retention — 0 when it has
-// none or is no longer written — so the provider can keep its physical
+// none — so the provider can keep its physical
 // units (ledgers) shorter than what retention keeps. It names the stream
 // and a duration only: the core never learns how the provider lays bytes
 // out, and the hint retires nothing.
@@ -89,11 +89,9 @@ func (c *Core) hintRetention(in Info) {
 	if !ok {
 		return
 	}
-	r := in.Retention.Time
-	if in.State != StateActive {
-		r = 0
-	}
-	h.HintRetention(uint64(in.ID), r)
+	// Whatever the state: a deleted stream's last ledger goes sooner
+	// when its provider still knows the retention it had.
+	h.HintRetention(uint64(in.ID), in.Retention.Time)
 }
 
 // kickIfTrimmed asks for a GC pass now if retention trimmed since the

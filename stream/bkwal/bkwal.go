@@ -93,6 +93,8 @@ type Config struct {
 	// holds nothing committed, or is past MaxLedgerAge — so an idle
 	// stream's last ledger can be reclaimed (default 30s). Sealing deletes
 	// nothing: the sealed ledger is reclaimed later with the usual proof.
+	// For a stream whose retention the core hinted, twice that retention if
+	// shorter (idle.go), under the churn floor below.
 	IdleSeal time.Duration
 	// MinRollAge and MaxRetentionRolls are the churn floor of rollovers
 	// done for retention's sake (a retired first run, or a ledger older

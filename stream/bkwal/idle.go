@@ -3,6 +3,7 @@ package bkwal
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -58,6 +59,7 @@ type idleCandidate struct {
 	committed bool
 	end       int64
 	old       bool
+	early     bool // idle for less than IdleSeal (idleSealAfter): a retention roll
 }
 
 // sealIdle asks the lanes of idle, retired current ledgers to seal them
@@ -65,13 +67,14 @@ type idleCandidate struct {
 func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, error) {
 	now := p.cfg.Now()
 	cands, retired, err := judgeCurrent(ctx, p, judge, func(led *ledger) (idleCandidate, bool, *provider.RunRef) {
+		idleFor := now.Sub(led.lastRun)
 		idle := !led.sealing && led.tainted == "" && led.inflight == 0 && led.releasedN >= led.written &&
-			led.entries > 0 && now.Sub(led.lastRun) >= p.cfg.IdleSeal
+			led.entries > 0 && idleFor >= p.idleSealAfter(led.stream)
 		if !idle {
 			return idleCandidate{}, false, nil
 		}
 		cd := idleCandidate{led: led, entries: led.entries, committed: led.committed,
-			end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge}
+			end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge, early: idleFor < p.cfg.IdleSeal}
 		if !cd.committed || cd.old {
 			return cd, true, nil // sealed whatever the judge says
 		}
@@ -88,6 +91,8 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 			reason = "idle_uncommitted"
 		case cd.old:
 			reason = "idle_age_limit"
+		case retired[i] && cd.early && !p.takeRetentionRoll(now):
+			continue // the churn floor (rollage.go): a later pass, or IdleSeal
 		case retired[i]:
 			reason = "idle_retired"
 		default:
@@ -108,4 +113,22 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 		signal(l.wakeSub)
 	}
 	return asked, nil
+}
+
+// idleSealAfter is how long a stream's current ledger must have taken no
+// run before a pass may seal it: IdleSeal, or twice the stream's hinted
+// time retention if that is shorter (never under MinRollAge) — by then
+// retention has trimmed, or deletion retired, all of a ledger nobody
+// writes, and waiting the full IdleSeal would only keep its bytes (a
+// deleted topic's last ledgers, measured: docs/notes/issue-9.md, session
+// 14). The judge still decides: a ledger holding a needed run stays open.
+// Called with p.mu held (lanes).
+func (p *Provider) idleSealAfter(stream uint64) time.Duration {
+	d := p.cfg.IdleSeal
+	if l := p.lanes[stream]; l != nil {
+		if r := time.Duration(l.retention.Load()); r > 0 {
+			d = min(d, max(2*r, p.cfg.MinRollAge))
+		}
+	}
+	return d
 }

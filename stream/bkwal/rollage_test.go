@@ -186,3 +186,39 @@ func TestRetentionRollChurnFloor(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose retention the core hinted: its idle current ledger is
+// sealed (and, all retired, reclaimed) once idle for twice the retention,
+// not only after IdleSeal (a day here) — the deleted or quiet stream's last
+// ledger does not keep its bytes for the full idle seal. While it still
+// holds a needed run it stays. Fails with idleSealAfter returning IdleSeal
+// ("not reached").
+func TestIdleSealAfterTwiceTheHintedRetention(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	clk := &rollClock{}
+	c, p := f.rollCore(t, clk, func(c *bkwal.Config) { c.MinRollAge = time.Millisecond })
+	ctx := ctxT(t)
+	info, s := retStream(t, c, "quiet", 10*time.Minute)
+	appendNow(t, c, s, "a", 3)
+	if err := c.EnforceRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(21 * time.Minute) // idle for more than 2R (the core's clock has not moved: nothing trimmed)
+	for i := 0; i < 3; i++ {
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ledgerCount(t, p); n != 1 {
+		t.Fatalf("%d ledgers while the idle ledger is still needed, want 1", n)
+	}
+	if got := readAll(t, c, info.ID); len(got) != 3 {
+		t.Fatalf("read back %d entries, want 3", len(got))
+	}
+	if err := c.Trim(ctx, info.ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	gcUntil(t, c, "the idle, trimmed ledger sealed and reclaimed", func() bool {
+		return len(f.ledgersOf(t, info.ID)) == 0 && ledgerCount(t, p) == 0
+	})
+}
