@@ -73,6 +73,8 @@ type commitMachine struct {
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
 	toIndex          []*indexItem
 	confirmedThrough int64
+	// itemChunk: the array newIndexItem takes toIndex's items from.
+	itemChunk []indexItem
 	// Running totals over the unconfirmed items of toIndex (indexDue is
 	// asked at least twice per stream per round; walking toIndex for it
 	// touched every item's descriptor each time).
@@ -83,7 +85,10 @@ type commitMachine struct {
 	// no longer than that, so the slot at len(pendBuf) is one no head can
 	// see. A commit appends its descriptor there instead of copying the
 	// whole list.
-	pendBuf     []descriptor
+	pendBuf []descriptor
+	// encArena: the chunk the v3 encodings of this machine's Pending
+	// descriptors are appended to (cachePendingV3).
+	encArena    []byte
 	syncWaiters []*appendOp
 	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
 	// acknowledgement waits until head.GenThrough passes their end.
@@ -135,7 +140,8 @@ type indexItem struct {
 }
 
 type headCAS struct {
-	next     *head
+	next     *head // &head, or nil
+	head     head  // the next head's storage (allocated with the CAS)
 	expected metadata.Version
 	ops      []*appendOp
 	desc     descriptor // the commit of ops (when there are any)
@@ -207,7 +213,7 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		rd: &commitReady{}, spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
-		m.addToIndex(&indexItem{d: d, inherited: true})
+		m.addToIndex(m.newIndexItem(d, true))
 	}
 	if len(m.toIndex) > 0 {
 		m.rd.kick = true
@@ -429,6 +435,21 @@ func (m *commitMachine) failQueueFrom(i int, err error) {
 	m.rebuildProjection()
 }
 
+// dropQueued removes the first n appends of the queue (resolved).
+func (m *commitMachine) dropQueued(n int) { m.queue = dropFront(m.queue, n) }
+
+// dropFront removes the first n elements of s. When that empties s, the
+// array is kept and reused from its start: with one append in flight per
+// stream (thousands of streams), re-slicing past the front shrank the
+// capacity to nothing and every admission allocated a new array.
+func dropFront[T any](s []*T, n int) []*T {
+	clear(s[:n])
+	if n == len(s) {
+		return s[:0]
+	}
+	return s[n:]
+}
+
 func (m *commitMachine) rebuildProjection() {
 	m.projEnd = m.head.End
 	m.projCum = m.head.CommittedBytes
@@ -480,8 +501,7 @@ func (m *commitMachine) closeNow() {
 			m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: storage closed before the commit was settled", ErrCommitUnknown))
 		}
 		n := len(cas.ops)
-		clear(m.queue[:n])
-		m.queue = m.queue[n:]
+		m.dropQueued(n)
 		m.unsettled, m.probe = nil, nil
 	}
 	m.fail(ErrClosed)
@@ -576,6 +596,22 @@ func (m *commitMachine) indexDue() (n int, due bool) {
 	due = n > 0 && (m.sync || m.unconfirmedInherited > 0 || n >= indexBatchCommits || m.unconfirmedSize >= indexBatchBytes ||
 		len(m.head.Pending) >= m.maxPendingRuns/2)
 	return n, due
+}
+
+// indexItemChunk is how many indexItems newIndexItem allocates at once: a
+// stream publishes about every indexBatchCommits commits, so a chunk serves
+// about one publication, and one allocation replaces one per commit.
+const indexItemChunk = indexBatchCommits
+
+// newIndexItem returns an item for d from the machine's current chunk. Items
+// are never reused (a round's index put holds pointers to its group), so a
+// chunk lives until every item in it is unreferenced.
+func (m *commitMachine) newIndexItem(d descriptor, inherited bool) *indexItem {
+	if len(m.itemChunk) == cap(m.itemChunk) {
+		m.itemChunk = make([]indexItem, 0, indexItemChunk)
+	}
+	m.itemChunk = append(m.itemChunk, indexItem{d: d, inherited: inherited})
+	return &m.itemChunk[len(m.itemChunk)-1]
 }
 
 // addToIndex queues a committed run for index publication.
@@ -676,8 +712,7 @@ func (m *commitMachine) advanceIndex() {
 		m.confirmedThrough = max(m.confirmedThrough, m.toIndex[n].d.End)
 		n++
 	}
-	clear(m.toIndex[:n])
-	m.toIndex = m.toIndex[n:]
+	m.toIndex = dropFront(m.toIndex, n)
 	keep := m.syncWaiters[:0]
 	for _, op := range m.syncWaiters {
 		if op.run.End() <= m.confirmedThrough {
@@ -696,12 +731,20 @@ func (m *commitMachine) advanceIndex() {
 	}
 }
 
+// droppablePending counts the confirmed descriptors at the front of the
+// head's Pending list (sorted by offset, so they are all at the front): it
+// stops at the first unconfirmed one instead of touching every descriptor,
+// which with thousands of streams was a cache miss per descriptor, three
+// times per stream per round. Were the list ever out of order, stopping
+// early only undercounts, and dropping fewer runs than allowed is always
+// safe (filterPending still keeps exactly the unconfirmed ones).
 func (m *commitMachine) droppablePending() int {
 	n := 0
-	for _, d := range m.head.Pending {
-		if d.End <= m.confirmedThrough {
-			n++
+	for i := range m.head.Pending {
+		if m.head.Pending[i].End > m.confirmedThrough {
+			break
 		}
+		n++
 	}
 	return n
 }
@@ -774,7 +817,7 @@ func (m *commitMachine) cachePending(next *head) {
 			}
 			d = &next.Pending[i]
 		}
-		d.cachePendingV3(prev)
+		d.cachePendingV3(prev, &m.encArena)
 	}
 }
 
@@ -803,12 +846,14 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
 		return
 	}
-	next := m.head.clone() // next.Pending shares m.head's (read-only)
+	cas := &headCAS{expected: m.version}
+	next := &cas.head
+	m.head.cloneInto(next) // next.Pending shares m.head's (read-only)
+	cas.next = next
 	if dropped > 0 {
 		next.Pending = m.filterPending(next.Pending, len(next.Pending)-dropped)
 		next.IndexedThrough = max(next.IndexedThrough, m.confirmedThrough)
 	}
-	cas := &headCAS{next: next, expected: m.version}
 	for _, mo := range m.mutations {
 		changed, err := mo.m(next)
 		if err != nil {
@@ -922,9 +967,8 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata.Version, nowMs int64) {
 	m.head, m.version = committed, v
 	if n := len(cas.ops); n > 0 {
-		clear(m.queue[:n])
-		m.queue = m.queue[n:]
-		m.addToIndex(&indexItem{d: cas.desc})
+		m.dropQueued(n)
+		m.addToIndex(m.newIndexItem(cas.desc, false))
 	}
 	for _, op := range cas.ops {
 		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
@@ -946,6 +990,10 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	}
 	m.releaseGenWaiters()
 	m.rd.headChanged = true
+	// The committed head lives inside cas until the next commit replaces
+	// it: drop what cas still points to that the head does not need (the
+	// appends and their payloads, which are settled now).
+	cas.ops, cas.one, cas.muts = nil, [1]*appendOp{}, nil
 	// Only when the next round has something of ours to send: with
 	// thousands of streams, a wasted visit per stream per round is a
 	// per-stream cost paid by every round.
@@ -1094,8 +1142,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: the index entry that would prove it is unusable: %w", ErrCommitUnknown, derr))
 			}
 			n := len(p.cas.ops)
-			clear(m.queue[:n])
-			m.queue = m.queue[n:]
+			m.dropQueued(n)
 			m.unsettled = nil
 			m.head, m.version = p.fresh, p.version
 			m.fence(p.fresh)
@@ -1121,8 +1168,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, errTrimmedEvidence))
 			}
 			n := len(p.cas.ops)
-			clear(m.queue[:n])
-			m.queue = m.queue[n:]
+			m.dropQueued(n)
 			m.unsettled = nil
 			m.head, m.version = p.fresh, p.version
 			m.fence(p.fresh)

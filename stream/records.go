@@ -438,11 +438,18 @@ func newHead(nr nameRecord) *head {
 // can see). The clone's capacity is clipped, so even an append on it
 // copies instead of writing into h's array.
 func (h *head) clone() *head {
-	c := *h
+	c := new(head)
+	h.cloneInto(c)
+	return c
+}
+
+// cloneInto is clone into storage the caller provides (the commit round
+// keeps the next head inside its headCAS: one allocation instead of two).
+func (h *head) cloneInto(c *head) {
+	*c = *h
 	c.Pending = h.Pending[:len(h.Pending):len(h.Pending)]
 	c.GenPending = append([]descriptor(nil), h.GenPending...)
 	c.producersOwned = false
-	return &c
 }
 
 // ownProducers makes h's producer table its own before a mutation.
