@@ -791,12 +791,23 @@ func (m *commitMachine) filterPending(list []descriptor, keep int) []descriptor 
 // possibly being read elsewhere) are never written: they were cached when
 // this machine appended them, unless m.head was decoded from the store;
 // then the list is copied first, once.
+//
+// When m.head's own list is known to be fully cached (head.pendCached: this
+// machine built it), the descriptors next shares with it are not even
+// looked at: each check read two descriptors' worth of fields, and with
+// thousands of streams every one of them was a cache miss, per descriptor
+// per commit. Only the descriptors this round added (usually one) are
+// encoded. next is then marked fully cached, which head.encode relies on.
 func (m *commitMachine) cachePending(next *head) {
 	shared := 0
 	if cur := m.head.Pending; len(cur) > 0 && len(next.Pending) > 0 && &cur[0] == &next.Pending[0] {
 		shared = len(cur)
 	}
-	for i := range next.Pending {
+	from := 0
+	if m.head.pendCached {
+		from = min(shared, len(next.Pending))
+	}
+	for i := from; i < len(next.Pending); i++ {
 		var prev *descriptor
 		if i > 0 {
 			prev = &next.Pending[i-1]
@@ -819,6 +830,7 @@ func (m *commitMachine) cachePending(next *head) {
 		}
 		d.cachePendingV3(prev, &m.encArena)
 	}
+	next.pendCached = true
 }
 
 func (m *commitMachine) prepareHead(nowMs int64) {
