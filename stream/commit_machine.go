@@ -97,6 +97,8 @@ type commitMachine struct {
 	fatal error
 	rd    *commitReady // never nil; takeReady swaps it with spare
 	spare *commitReady
+	// rdUsed: rd may hold effects (set by out, cleared by takeReady).
+	rdUsed bool
 }
 
 // WAL write states of an appendOp.
@@ -216,7 +218,7 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		m.addToIndex(m.newIndexItem(d, true))
 	}
 	if len(m.toIndex) > 0 {
-		m.rd.kick = true
+		m.out().kick = true
 	}
 	return m
 }
@@ -225,6 +227,10 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 // are none). The driver gives the batch back with recycleReady once it has
 // executed it, so steady-state operation allocates no effect buffers.
 func (m *commitMachine) takeReady() *commitReady {
+	if !m.rdUsed {
+		return nil // nothing was added: no need to look at rd
+	}
+	m.rdUsed = false
 	if m.rd.empty() {
 		return nil
 	}
@@ -235,6 +241,15 @@ func (m *commitMachine) takeReady() *commitReady {
 	}
 	m.rd, m.spare = next, nil
 	return out
+}
+
+// out is the batch effects are added to. Every producer of effects goes
+// through it, so takeReady knows without reading the batch (with thousands
+// of streams the spare batch it would check is cold: a cache miss per
+// stream per visit) whether there is anything to take.
+func (m *commitMachine) out() *commitReady {
+	m.rdUsed = true
+	return m.rd
 }
 
 func (m *commitMachine) recycleReady(r *commitReady) {
@@ -248,7 +263,7 @@ func (m *commitMachine) recycleReady(r *commitReady) {
 func (m *commitMachine) idle() bool { return len(m.queue) == 0 }
 
 func (m *commitMachine) logf(level slog.Level, msg string, args ...any) {
-	m.rd.logs = append(m.rd.logs, logLine{level: level, msg: msg, args: append([]any{"stream", m.id}, args...)})
+	m.out().logs = append(m.out().logs, logLine{level: level, msg: msg, args: append([]any{"stream", m.id}, args...)})
 }
 
 // ---- Admission ----
@@ -300,14 +315,14 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 				// (-1, -1) here would acknowledge an append whose queued
 				// original may still fail.
 				if op := m.queuedWithSequence(q); op != nil {
-					m.rd.counters.duplicates++
+					m.out().counters.duplicates++
 					op.dupOf = append(op.dupOf, f)
 					return
 				}
 				m.resolve(f, AppendResult{}, fmt.Errorf("%w: sequence %d..%d of producer %q is below its queued appends and not committed; not committed", ErrStorageUnavailable, q.FirstSeq, q.LastSeq, q.Producer))
 				return
 			}
-			m.rd.counters.duplicates++
+			m.out().counters.duplicates++
 			if orig.End <= m.head.End {
 				m.resolve(f, AppendResult{Start: orig.Start, End: orig.End, Duplicate: true}, nil)
 				return
@@ -342,8 +357,8 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	m.projEnd = start + count
 	m.projCum += bytes
 	m.queue = append(m.queue, op)
-	m.rd.counters.admitted++
-	m.rd.writes = append(m.rd.writes, op)
+	m.out().counters.admitted++
+	m.out().writes = append(m.out().writes, op)
 }
 
 // olderDuplicateCommitted reports whether a sequence older than the
@@ -371,7 +386,7 @@ func (m *commitMachine) walDone(op *appendOp, t provider.Target, err error) {
 	switch op.walState {
 	case walPending:
 		op.walState, op.target, op.walErr = walDone, t, err
-		m.rd.kick = true
+		m.out().kick = true
 		if plantedBug == bugAckBeforeHeadCAS && err == nil {
 			m.resolve(op.future, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 			op.future = nil
@@ -380,7 +395,7 @@ func (m *commitMachine) walDone(op *appendOp, t provider.Target, err error) {
 		// The append was failed before its WAL write finished: the bytes
 		// can never be committed.
 		if err == nil {
-			m.rd.releases = append(m.rd.releases, release{target: t, committed: false})
+			m.out().releases = append(m.out().releases, release{target: t, committed: false})
 		}
 	}
 }
@@ -392,12 +407,12 @@ func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
 	if f == nil {
 		return // already resolved (only by a planted bug)
 	}
-	m.rd.resolves = append(m.rd.resolves, resolution{future: f, result: r, err: err})
+	m.out().resolves = append(m.out().resolves, resolution{future: f, result: r, err: err})
 }
 
 func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
 	if op.future != nil && err == nil && op.walDoneNs != 0 {
-		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
+		m.out().resolves = append(m.out().resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
 	} else {
 		m.resolve(op.future, r, err)
 	}
@@ -412,7 +427,7 @@ func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
 
 func (m *commitMachine) finishMutation(mo *mutationOp, h *head, err error) {
 	mo.head, mo.err = h, err
-	m.rd.mutDone = append(m.rd.mutDone, mo)
+	m.out().mutDone = append(m.out().mutDone, mo)
 }
 
 // failQueueFrom fails queue[i:] (never committed: their CAS was never
@@ -424,11 +439,11 @@ func (m *commitMachine) failQueueFrom(i int, err error) {
 			op.walState = walAbandoned
 		case walDone:
 			if op.walErr == nil {
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 			}
 		}
 		m.resolveOp(op, AppendResult{}, err)
-		m.rd.counters.failed++
+		m.out().counters.failed++
 	}
 	clear(m.queue[i:])
 	m.queue = m.queue[:i]
@@ -489,7 +504,7 @@ func (m *commitMachine) fail(err error) {
 		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 	}
 	m.genWaiters = nil
-	m.rd.headChanged = true
+	m.out().headChanged = true
 }
 
 // closeNow settles everything when the core stops: a CAS whose outcome is
@@ -513,7 +528,7 @@ func (m *commitMachine) mutate(mo *mutationOp) bool {
 		return false
 	}
 	m.mutations = append(m.mutations, mo)
-	m.rd.kick = true
+	m.out().kick = true
 	return true
 }
 
@@ -522,7 +537,7 @@ func (m *commitMachine) mutate(mo *mutationOp) bool {
 func (m *commitMachine) renewIfDue(nowMs int64) {
 	if m.fatal == nil && m.head.Session.ExpiresMs > 0 && m.head.Session.ExpiresMs-nowMs < m.sessionTTLMs*2/3 {
 		m.renewWanted = true
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
@@ -584,8 +599,8 @@ func (m *commitMachine) stepRound(results []metadata.Result, batchErr error, now
 }
 
 func (m *commitMachine) wakeAt(ms int64) {
-	if m.rd.wakeAtMs == 0 || ms < m.rd.wakeAtMs {
-		m.rd.wakeAtMs = ms
+	if m.out().wakeAtMs == 0 || ms < m.out().wakeAtMs {
+		m.out().wakeAtMs = ms
 	}
 }
 
@@ -667,7 +682,7 @@ func (m *commitMachine) onIndexResult(group []*indexItem, err error) {
 	if err != nil {
 		// Unknown or failed: the put is idempotent, so the next round
 		// simply sends it again.
-		m.rd.kick = true
+		m.out().kick = true
 		return
 	}
 	for _, it := range group {
@@ -727,7 +742,7 @@ func (m *commitMachine) advanceIndex() {
 	// head carrying many of them gets a CAS of its own. Appends held back
 	// while the index lagged go now.
 	if len(m.queue) > 0 || m.droppablePending() >= compactPendingAt {
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
@@ -951,9 +966,9 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 	default:
 		// Conflict or unknown: settle by re-reading before anything else.
 		if metadata.Classify(err) == metadata.Unknown {
-			m.rd.counters.unknowns++
+			m.out().counters.unknowns++
 		} else {
-			m.rd.counters.conflicts++
+			m.out().counters.conflicts++
 		}
 		switch plantedBug {
 		case bugUnknownIsFailure:
@@ -965,11 +980,11 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 			return
 		case bugReleaseUnknown:
 			for _, op := range cas.ops {
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 			}
 		}
 		m.unsettled = cas
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
@@ -983,10 +998,10 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 		m.addToIndex(m.newIndexItem(cas.desc, false))
 	}
 	for _, op := range cas.ops {
-		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
-		m.rd.releases = append(m.rd.releases, release{target: op.target, committed: true})
-		m.rd.counters.committed++
-		m.rd.counters.bytesCommitted += op.bytes
+		m.out().committedRuns = append(m.out().committedRuns, op.run)
+		m.out().releases = append(m.out().releases, release{target: op.target, committed: true})
+		m.out().counters.committed++
+		m.out().counters.bytesCommitted += op.bytes
 		// A failed machine publishes no more index entries (the next owner
 		// does), so its appends stop waiting for them, as in fail.
 		if m.sync && m.fatal == nil && plantedBug != bugSyncAckBeforeIndex {
@@ -1001,7 +1016,7 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 		m.finishMutation(mo, committed, nil)
 	}
 	m.releaseGenWaiters()
-	m.rd.headChanged = true
+	m.out().headChanged = true
 	// The committed head lives inside cas until the next commit replaces
 	// it: drop what cas still points to that the head does not need (the
 	// appends and their payloads, which are settled now).
@@ -1009,7 +1024,7 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 	// Only when the next round has something of ours to send: with
 	// thousands of streams, a wasted visit per stream per round is a
 	// per-stream cost paid by every round.
-	m.rd.kick = m.rd.kick || m.roundWork()
+	m.out().kick = m.out().kick || m.roundWork()
 }
 
 // roundWork reports whether prepareRound would find something to do now
@@ -1055,7 +1070,7 @@ func (m *commitMachine) releaseGenWaiters() {
 	clear(m.genWaiters[len(keep):])
 	m.genWaiters = keep
 	if len(keep) > 0 {
-		m.rd.materialize = true
+		m.out().materialize = true
 	}
 }
 
@@ -1116,7 +1131,7 @@ func (m *commitMachine) onSettleRead(r metadata.Result, err error, nowMs int64) 
 			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
 				// Only the offset index can prove it now.
 				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id, end: last.End()}
-				m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
+				m.out().probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
 				return
 			}
 		}
@@ -1136,7 +1151,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 	m.probe = nil
 	if err != nil && plantedBug != bugProbeErrorIsNotCommitted {
 		m.retryLater(nowMs)
-		m.rd.kick = true
+		m.out().kick = true
 		return
 	}
 	found, covered := false, false
@@ -1169,14 +1184,14 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 		if !p.gen && p.end <= p.fresh.GenThrough {
 			p.gen = true
 			m.probe = p
-			m.rd.probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
+			m.out().probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
 			return
 		}
 		if p.end <= p.fresh.Start {
 			m.logf(slog.LevelWarn, "the run was trimmed and its commit evidence collected; outcome left unknown")
 			for _, op := range p.cas.ops {
 				// Trimmed either way, so its bytes are garbage either way.
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, errTrimmedEvidence))
 			}
 			n := len(p.cas.ops)
@@ -1236,11 +1251,11 @@ func (m *commitMachine) settle(cas *headCAS, fresh *head, v metadata.Version, ou
 	if cas.renew {
 		m.renewWanted = true
 	}
-	m.rd.kick = true
+	m.out().kick = true
 }
 
 func (m *commitMachine) fence(fresh *head) {
-	m.rd.counters.fenced++
+	m.out().counters.fenced++
 	m.fail(fmt.Errorf("%w: stream %v now has session epoch %d", ErrFenced, m.id, fresh.Session.Epoch))
-	m.rd.drop = true
+	m.out().drop = true
 }
