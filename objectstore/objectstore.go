@@ -140,7 +140,12 @@ type ObjectStore interface {
 	// a conditional delete rather than silently deleting.
 	Delete(ctx context.Context, key string, ifVersion *UpdateVersion) error
 	// List yields every object whose key starts with prefix, in ascending
-	// key order. Iteration stops at the first error, which is yielded.
+	// key order. An error about one object only (fsstore: its stored
+	// header fails its checksum, or its file cannot be opened) is yielded
+	// with that object's key in ObjectInfo.Key (nothing else set), and the
+	// iteration goes on if the consumer keeps ranging: one unreadable
+	// object must not hide every later one from a consumer that can skip
+	// it. Any other error (ObjectInfo.Key empty) ends the iteration.
 	List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error]
 }
 

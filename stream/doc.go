@@ -73,7 +73,10 @@
 // their commit certainty, probes, timers). owner.go and committer.go are
 // its driver: they feed events under one lock per stream and execute
 // effects outside it, through a runtime (runtime.go) that the
-// deterministic simulator (simulation_test.go) replaces.
+// deterministic simulator (simulation_test.go) replaces. A provider's
+// completion callback never executes a WAL write itself (owner.go,
+// flushFromProviderLocked): the provider's Write may block on capacity only
+// that callback's goroutine frees.
 //
 // # Sessions and recovery
 //

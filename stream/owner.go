@@ -132,6 +132,39 @@ func (o *owner) flushLocked() {
 		return // the executing goroutine picks the new effects up
 	}
 	o.flushing = true
+	o.runEffectsLocked(false)
+}
+
+// flushFromProviderLocked is flushLocked for a provider's completion
+// callback (the done of provider.Write), which runs on a provider goroutine
+// and must not block. Whoever finds effects waiting becomes the stream's
+// executor, and effects include the WAL writes of appends admitted
+// meanwhile — whose provider.Write may block for backpressure: the Object
+// WAL's write queue and the wal producer's in-flight budget. The Object
+// WAL's queue is drained only by the very goroutine that calls this (its
+// waiter), so a Write there, with the queue full, waits for itself forever
+// and every write of the process stops. So this goroutine executes
+// batches without WAL writes itself (acknowledgements stay on the fast
+// path), and at the first batch with one it hands the executor role —
+// o.flushing stays set, so effects keep their order — to a goroutine of
+// the core's own, which may block in Write as any producer may:
+// backpressure still reaches the appending clients (their appends stay
+// unresolved), and nothing queues without bound in between.
+func (o *owner) flushFromProviderLocked() {
+	o.syncIdleLocked()
+	if o.flushing {
+		o.mu.Unlock()
+		return
+	}
+	o.flushing = true
+	o.runEffectsLocked(true)
+}
+
+// runEffectsLocked is the executor loop: with o.mu held and o.flushing set
+// by the caller, it executes batches of effects until none are left, then
+// clears o.flushing and unlocks o.mu. fromProvider: see
+// flushFromProviderLocked.
+func (o *owner) runEffectsLocked(fromProvider bool) {
 	for {
 		rd := o.m.takeReady()
 		if rd == nil {
@@ -145,11 +178,27 @@ func (o *owner) flushLocked() {
 		}
 		o.syncIdleLocked()
 		o.mu.Unlock()
+		if h := testHookExecuting; h != nil {
+			h(o)
+		}
+		if fromProvider && len(rd.writes) > 0 {
+			o.c.rt.goFunc(func() {
+				o.execute(rd, changed)
+				o.mu.Lock()
+				o.m.recycleReady(rd)
+				o.runEffectsLocked(false)
+			})
+			return
+		}
 		o.execute(rd, changed)
 		o.mu.Lock()
 		o.m.recycleReady(rd)
 	}
 }
+
+// testHookExecuting, when set (tests only), runs on the executing goroutine
+// before each batch of effects, with o.mu not held.
+var testHookExecuting func(o *owner)
 
 func (o *owner) syncIdleLocked() {
 	if o.idleCh != nil && o.m.idle() {
@@ -187,7 +236,7 @@ func (o *owner) execute(rd *commitReady, changed chan struct{}) {
 				c.metrics.observeStage(stageWAL, time.Duration(now-op.submittedNs))
 			}
 			o.m.walDone(op, t, err)
-			o.flushLocked()
+			o.flushFromProviderLocked()
 		})
 	}
 	for _, run := range rd.committedRuns {

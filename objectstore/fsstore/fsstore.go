@@ -856,12 +856,20 @@ func (s *Store) walk(ctx context.Context, dir, keyPrefix, prefix string, yield f
 			continue // deleted since the directory was read
 		}
 		if err != nil {
-			return yield(objectstore.ObjectInfo{}, fmt.Errorf("fsstore: list %q: %w", key, err))
+			// About this object only: name it, and go on if asked to
+			// (ObjectStore.List).
+			if !yield(objectstore.ObjectInfo{Key: key}, fmt.Errorf("fsstore: list %q: %w", key, err)) {
+				return false
+			}
+			continue
 		}
 		h, err := readHeader(f, key)
 		_ = f.Close()
 		if err != nil {
-			return yield(objectstore.ObjectInfo{}, err)
+			if !yield(objectstore.ObjectInfo{Key: key}, err) {
+				return false
+			}
+			continue
 		}
 		if !yield(s.info(key, h), nil) {
 			return false

@@ -183,12 +183,24 @@ func TestCorruptHeaderTableAndLength(t *testing.T) {
 				if _, err := s.Head(ctx, "k"); !errors.Is(err, objectstore.ErrCorrupt) {
 					t.Fatalf("Head: %v, want ErrCorrupt", err)
 				}
+				// The corrupt object's error names it, and a consumer that
+				// skips it still sees the objects after it.
+				put(t, s, "kz", []byte("after"), objectstore.PutOptions{})
 				var listErr error
-				for _, err := range s.List(ctx, "") {
-					listErr = err
+				var errKey string
+				var after []string
+				for info, err := range s.List(ctx, "") {
+					if err != nil {
+						listErr, errKey = err, info.Key
+						continue
+					}
+					after = append(after, info.Key)
 				}
-				if !errors.Is(listErr, objectstore.ErrCorrupt) {
-					t.Fatalf("List: %v, want ErrCorrupt", listErr)
+				if !errors.Is(listErr, objectstore.ErrCorrupt) || errKey != "k" {
+					t.Fatalf("List: %v (key %q), want ErrCorrupt naming k", listErr, errKey)
+				}
+				if len(after) != 1 || after[0] != "kz" {
+					t.Fatalf("List went on with %q after the corrupt object, want [kz]", after)
 				}
 				// A CAS cannot be checked against a corrupt object: not applied.
 				_, err := s.Put(ctx, "k", []byte("new"), objectstore.PutOptions{Mode: objectstore.PutUpdate, Version: v})

@@ -27,6 +27,18 @@
 // left in the manifest by earlier incarnations with the core and does the
 // same.
 //
+// Unreadable segments: a segment whose listing or read fails for it alone
+// (corrupt) is skipped by ScanRuns (which then reports the scan incomplete,
+// provider.ErrIncompleteScan) and by physical GC (which keeps it, reports it
+// as pending and reads it again at its next relisting); both log it and
+// count it (nereus.objectwal.unreadable_segments). It is never deleted and
+// never stops the pass over the other segments.
+//
+// Completion callbacks: the waiter goroutine resolves durable writes in
+// order by calling their done callbacks; Write may block on the waiter's
+// queue (Config.WriteQueue) and on the producer's in-flight budget, so done
+// must never call Write (provider.Provider; the core does not).
+//
 // Transient faults: when the wal producer halts (uploads or manifest commits
 // kept failing: a full disk, an unreachable store), the provider closes it —
 // every write it still held resolves not committed or unknown, and the core
@@ -53,7 +65,9 @@ import (
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // Config configures the provider. Zero values mean the documented defaults.
@@ -233,6 +247,10 @@ type Provider struct {
 	reclaimPass int
 	rediscoverQ []string
 	segBytes    map[string]int64 // segment -> bytes known from placements (approximate size)
+	// unreadable: this log's segments reclaim could not read (kept, and
+	// reported as pending; reclaim.go), as of the last relisting.
+	unreadable     map[string]unreadableSegment
+	unreadableSegs metric.Int64Counter
 	// resolvedThrough is the highest record sequence whose Durability the
 	// waiter has processed: manifest entries at or below it are fully
 	// accounted for in outstanding/committed.
@@ -269,7 +287,18 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
 		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
 		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
-		waitQ: make(chan pendingWrite, cfg.WriteQueue),
+		waitQ:      make(chan pendingWrite, cfg.WriteQueue),
+		unreadable: map[string]unreadableSegment{},
+	}
+	meter := cfg.Meter
+	if meter == nil {
+		meter = otel.GetMeterProvider().Meter("github.com/nereusstream/nereus-go/stream/objectwal")
+	}
+	var err error
+	p.unreadableSegs, err = meter.Int64Counter("nereus.objectwal.unreadable_segments", metric.WithUnit("{segment}"),
+		metric.WithDescription("segments skipped (and kept) because they could not be read, by op: scan (ScanRuns) or reclaim (physical GC)"))
+	if err != nil {
+		p.unreadableSegs, _ = noop.NewMeterProvider().Meter("objectwal").Int64Counter("nereus.objectwal.unreadable_segments")
 	}
 	prod, err := p.newProducer(ctx)
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 var _ provider.Reclaimer = (*Provider)(nil)
@@ -84,6 +87,10 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		queue = p.rediscoverQ
 		p.rediscoverQ = nil
 	}
+	if relist {
+		// Found again by this relisting if still there and unreadable.
+		clear(p.unreadable)
+	}
 	p.mu.Unlock()
 	if relist {
 		found, err := p.unknownSegments(ctx)
@@ -95,9 +102,13 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	for _, loc := range queue {
 		if err := p.rediscover(ctx, loc); err != nil {
 			rep.Errors++
+			if ctx.Err() == nil {
+				continue // noted as unreadable (logged, counted, kept)
+			}
 			p.log.Warn("objectwal: reading a retained segment back failed", "segment", loc, "err", err)
 		}
 	}
+	p.reportUnreadable(&rep)
 
 	p.mu.Lock()
 	locs := make([]string, 0, len(p.retained))
@@ -122,6 +133,9 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		return rep, nil
 	}
 	verdicts, err := judge(ctx, all)
+	if err == nil && len(verdicts) != len(all) {
+		err = fmt.Errorf("%d verdicts for %d runs", len(verdicts), len(all))
+	}
 	if err != nil {
 		return rep, fmt.Errorf("objectwal: judging retained runs: %w", err)
 	}
@@ -141,7 +155,8 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		var needed *provider.RunRef
 		for j := spans[i][0]; j < spans[i][1]; j++ {
-			if verdicts[j] == provider.RunNeeded {
+			// Only a RunRetired verdict is proof; anything else keeps.
+			if verdicts[j] != provider.RunRetired {
 				k := j - spans[i][0]
 				if k < len(rs.runs) {
 					rs.runs[k].Committed = true // a needed run is a committed one
@@ -235,21 +250,66 @@ func (p *Provider) unknownSegments(ctx context.Context) ([]string, error) {
 	prefix := p.cfg.Prefix + "/seg/"
 	var out []string
 	for info, err := range p.cfg.Store.List(ctx, prefix) {
-		if err != nil {
-			return nil, err
+		if err != nil && (info.Key == "" || ctx.Err() != nil) {
+			return nil, err // the listing itself failed
 		}
 		run, _, _ := strings.Cut(strings.TrimPrefix(info.Key, prefix), "/")
 		p.mu.Lock()
 		skip := live[info.Key] || p.liveRuns[run] || p.retained[info.Key] != nil || p.committed[info.Key] != nil || p.outstanding[info.Key] > 0
-		if !skip {
+		if !skip && err == nil {
 			p.retained[info.Key] = &retainedSegment{size: info.Size, rediscovered: true}
 		}
 		p.mu.Unlock()
-		if !skip {
+		switch {
+		case skip:
+		case err != nil:
+			// This segment alone cannot even be listed: skip it (kept, its
+			// runs unknown) and go on with the others.
+			p.noteUnreadable(ctx, "reclaim", info.Key, 0, err)
+		default:
 			out = append(out, info.Key)
 		}
 	}
 	return out, nil
+}
+
+// unreadableSegment is a segment of this log that reclaim could not read
+// (reported as pending until a relisting finds it readable or gone).
+type unreadableSegment struct {
+	size   int64
+	reason string
+}
+
+// noteUnreadable records that segment key could not be read by op
+// ("scan": ScanRuns; "reclaim": this log's physical GC, which then also
+// reports it as pending): logged, counted in
+// nereus.objectwal.unreadable_segments, and kept — it is never deleted on a
+// guess.
+func (p *Provider) noteUnreadable(ctx context.Context, op, key string, size int64, err error) {
+	p.unreadableSegs.Add(ctx, 1, metric.WithAttributes(attribute.String("op", op)))
+	p.log.Warn("objectwal: segment cannot be read; skipped and kept", "op", op, "segment", key, "err", err)
+	if op != "reclaim" {
+		return
+	}
+	p.mu.Lock()
+	p.unreadable[key] = unreadableSegment{size: size, reason: err.Error()}
+	p.mu.Unlock()
+}
+
+// reportUnreadable adds the segments reclaim could not read to rep's
+// pending units, in key order.
+func (p *Provider) reportUnreadable(rep *provider.ReclaimReport) {
+	p.mu.Lock()
+	keys := make([]string, 0, len(p.unreadable))
+	for k := range p.unreadable {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		u := p.unreadable[k]
+		p.addPending(rep, k, u.size, "unreadable, kept until it can be read (nothing is deleted without proof): "+u.reason)
+	}
+	p.mu.Unlock()
 }
 
 // rediscover reads a retained segment back and records its runs (to be
@@ -262,14 +322,34 @@ func (p *Provider) rediscover(ctx context.Context, loc string) error {
 		p.mu.Unlock()
 		return nil
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		var records [][]byte
+		var ok bool
+		records, _, ok, err = wal.SegmentFrames(data)
+		if err == nil {
+			return p.recordRediscovered(loc, data, records, ok)
+		}
 	}
-	records, _, ok, err := wal.SegmentFrames(data)
-	if err != nil {
-		// Corrupt: never delete on a guess; keep it and say so.
-		return fmt.Errorf("segment %s is unreadable (kept): %w", loc, err)
+	// Unreadable (corrupt, or the read failed): never delete on a guess.
+	// Forget it as retained so the next relisting nominates it and reads it
+	// again; until then it is reported as pending.
+	p.mu.Lock()
+	size := int64(0)
+	if rs := p.retained[loc]; rs != nil {
+		size = rs.size
+		if rs.runs == nil {
+			delete(p.retained, loc)
+		}
 	}
+	p.mu.Unlock()
+	if ctx.Err() == nil {
+		p.noteUnreadable(ctx, "reclaim", loc, size, err)
+	}
+	return fmt.Errorf("segment %s is unreadable (kept): %w", loc, err)
+}
+
+// recordRediscovered records the runs of a segment rediscover read back.
+func (p *Provider) recordRediscovered(loc string, data []byte, records [][]byte, ok bool) error {
 	runs := []provider.RunRef{}
 	if ok {
 		for _, rec := range records {

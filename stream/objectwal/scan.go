@@ -3,11 +3,13 @@ package objectwal
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
 
 	"github.com/nereusstream/nereus-go/internal/bin"
+	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
 	"github.com/nereusstream/nereus-go/wal"
 )
@@ -18,25 +20,50 @@ var _ provider.Scanner = (*Provider)(nil)
 // scan prefix (all writers' logs, not only this one's), verifies it, and
 // reports each run it holds with the target a read would use. It reads whole
 // segments and is meant for repair, not for serving.
+//
+// A segment that cannot be read — the listing or the read fails for it
+// alone, or its frames fail their checksums — is skipped (logged, counted
+// in nereus.objectwal.unreadable_segments, never deleted) and the scan goes
+// on; once done, ScanRuns returns an error wrapping
+// provider.ErrIncompleteScan that names them. A failure of the listing as
+// a whole, or of ctx, ends the scan with that error.
 func (p *Provider) ScanRuns(ctx context.Context, fn func(provider.Run, provider.Target) error) error {
 	root := p.cfg.ScanPrefix
 	if root == "" {
 		root = path.Dir(strings.TrimSuffix(p.cfg.Prefix, "/")) + "/"
 	}
+	var skipped []string
+	skip := func(key string, err error) {
+		p.noteUnreadable(ctx, "scan", key, 0, err)
+		skipped = append(skipped, key)
+	}
 	for info, err := range p.cfg.Store.List(ctx, root) {
 		if err != nil {
-			return err
+			if info.Key == "" || ctx.Err() != nil {
+				return err
+			}
+			if strings.Contains(info.Key, "/seg/") {
+				skip(info.Key, err)
+			}
+			continue
 		}
 		if !strings.Contains(info.Key, "/seg/") {
 			continue
 		}
 		data, _, err := p.cfg.Store.Get(ctx, info.Key)
+		if errors.Is(err, objectstore.ErrNotFound) {
+			continue // deleted since the listing
+		}
 		if err != nil {
-			return fmt.Errorf("objectwal: scanning %s: %w", info.Key, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			skip(info.Key, err)
+			continue
 		}
 		records, spans, ok, err := wal.SegmentFrames(data)
 		if err != nil {
-			p.log.Warn("skipping corrupt segment while scanning", "segment", info.Key, "err", err)
+			skip(info.Key, err)
 			continue
 		}
 		if !ok {
@@ -78,6 +105,10 @@ func (p *Provider) ScanRuns(ctx context.Context, fn func(provider.Run, provider.
 			}
 			i = j
 		}
+	}
+	if len(skipped) > 0 {
+		shown := skipped[:min(len(skipped), 10)]
+		return fmt.Errorf("objectwal: %w: %d segments skipped (kept), e.g. %s", provider.ErrIncompleteScan, len(skipped), strings.Join(shown, ", "))
 	}
 	return nil
 }

@@ -74,6 +74,10 @@ var ErrCorrupt = errors.New("nereus/provider: stored data failed its checksum")
 // ErrNotFound marks a target whose bytes no longer exist.
 var ErrNotFound = errors.New("nereus/provider: target not found")
 
+// ErrIncompleteScan marks a Scanner.ScanRuns that visited every unit it
+// could read but had to skip some it could not.
+var ErrIncompleteScan = errors.New("nereus/provider: scan incomplete: some stored units could not be read")
+
 // Provider is a primary WAL.
 type Provider interface {
 	// Name identifies the provider kind in targets and logs ("objectwal",
@@ -81,7 +85,11 @@ type Provider interface {
 	Name() string
 	// Write makes the run durable and calls done exactly once with its target
 	// or an error. Writes of one stream complete in submission order. done
-	// may run on a provider goroutine and must not block.
+	// may run on a provider goroutine and must not block. Write itself may
+	// block for backpressure (the Object WAL's write queue and in-flight
+	// budget), so the core never calls Write from inside a done: capacity
+	// the calling goroutine alone frees would never come (the core hands
+	// such follow-up writes to a goroutine of its own).
 	Write(run Run, done func(Target, error))
 	// Read returns the run's entries whose range ends after `from`, in
 	// order, stopping once maxBytes of payload have been gathered (at least
@@ -130,6 +138,12 @@ type HealthReporter interface {
 // from them if index entries are lost. ScanRuns calls fn for every run it
 // finds, committed or not — deciding which ones are committed is the core's
 // job. Entry payloads passed to fn are only valid during the call.
+//
+// A unit that cannot be read (corrupt, unreadable) does not stop the scan:
+// ScanRuns skips it, goes on with the others, and then returns an error
+// wrapping ErrIncompleteScan. The runs it reported are then not all the
+// runs stored — the missing unit may hold the run that beats one of them —
+// so the caller must not decide anything from their absence.
 type Scanner interface {
 	ScanRuns(ctx context.Context, fn func(run Run, target Target) error) error
 }
