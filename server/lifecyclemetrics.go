@@ -37,6 +37,7 @@ var lifecycleMetrics = []struct {
 	{"nereus_gc_due_passes_total", "GC passes that only re-judged units whose grace period had ended.", func(s stream.LifecycleStats) float64 { return float64(s.GCDuePasses) }, false},
 	{"nereus_gc_errors_total", "GC passes that reported an error.", func(s stream.LifecycleStats) float64 { return float64(s.GCErrors) }, false},
 	{"nereus_gc_deleted_bytes_total", "Bytes of WAL segments and generation objects deleted by GC.", func(s stream.LifecycleStats) float64 { return float64(s.GCBytes) }, false},
+	{"nereus_gc_unreadable_objects_total", "Objects GC skipped and kept because they could not be read (see nereus gc status).", func(s stream.LifecycleStats) float64 { return float64(s.GCUnreadable) }, false},
 	{"nereus_gc_pending_units", "Physical units and records the last GC pass kept (see nereus gc status).", func(s stream.LifecycleStats) float64 { return float64(s.PendingUnits) }, true},
 	{"nereus_gc_pending_bytes", "Bytes of the units the last GC pass kept, where known.", func(s stream.LifecycleStats) float64 { return float64(s.PendingBytes) }, true},
 	{"nereus_gc_adoptions_total", "Dead nodes' source sets (an Object WAL log, a writer's ledgers) this node adopted for GC.", func(s stream.LifecycleStats) float64 { return float64(s.Adoptions) }, false},

@@ -83,6 +83,13 @@ type Tuning struct {
 	// is trimmed or materialized, so an idle stream's last ledger can be
 	// reclaimed (default 30s).
 	BookKeeperLedgerIdleSeal time.Duration
+	// BookKeeperRetentionRollRate bounds the ledger rollovers done for
+	// retention's sake (a busy stream's ledger past half its retention, or
+	// whose first run is retired) to this many per second across the
+	// node's streams, so many streams with short retention cannot flood
+	// ZooKeeper with ledger creates (default 100; such a roll also waits
+	// until the ledger is 1s old).
+	BookKeeperRetentionRollRate int64
 	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
 	// included (BookKeeper's addEntryTimeoutSec; default 5s);
 	// BookKeeperRequestTimeout bounds one request to one bookie (default
@@ -149,6 +156,7 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerBytes:       512 << 20,
 		BookKeeperMaxLedgerAge:         time.Hour,
 		BookKeeperLedgerIdleSeal:       30 * time.Second,
+		BookKeeperRetentionRollRate:    100,
 		BookKeeperAddTimeout:           5 * time.Second,
 		BookKeeperRequestTimeout:       5 * time.Second,
 		BookKeeperOpTimeout:            60 * time.Second,
@@ -219,6 +227,7 @@ func (t Tuning) validate() []error {
 	pos("bookkeeper-max-ledger-bytes", t.BookKeeperMaxLedgerBytes)
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
 	posd("bookkeeper-ledger-idle-seal", t.BookKeeperLedgerIdleSeal)
+	pos("bookkeeper-retention-roll-rate", t.BookKeeperRetentionRollRate)
 	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
 	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
 	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
@@ -318,6 +327,7 @@ func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.EnsembleSize, c.WriteQuorum, c.AckQuorum = int(t.BookKeeperEnsembleSize), int(t.BookKeeperWriteQuorum), int(t.BookKeeperAckQuorum)
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
 	c.IdleSeal = t.BookKeeperLedgerIdleSeal
+	c.MaxRetentionRolls = float64(t.BookKeeperRetentionRollRate)
 	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
 	return c
 }
@@ -461,6 +471,7 @@ var tuningSettings = []setting{
 	bytesSetting("bookkeeper-max-ledger-bytes", "bytes before a stream rolls over to a new ledger", func(c *Config) *int64 { return &c.BookKeeperMaxLedgerBytes }),
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
 	durSetting("bookkeeper-ledger-idle-seal", "idle time after which GC seals a stream's ledger whose contents are all trimmed or materialized (so it can be reclaimed)", func(c *Config) *time.Duration { return &c.BookKeeperLedgerIdleSeal }),
+	intSetting("bookkeeper-retention-roll-rate", "ledger rollovers per second, across the node's streams, done for retention's sake (a busy stream's ledger older than half its retention, or whose first run is retired); more wait for a later run", func(c *Config) *int64 { return &c.BookKeeperRetentionRollRate }),
 	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
 	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
 	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),

@@ -71,6 +71,7 @@ func (c *Core) retentionPass(ctx context.Context) error {
 	trims := c.lc.retentionTrims.Load()
 	defer c.kickIfTrimmed(trims) // retired sources start their grace now (gc_schedule.go)
 	return c.forOwnedStreams(ctx, func(in Info) error {
+		c.hintRetention(in)
 		if in.State != StateActive && in.State != StateSealed {
 			return nil
 		}

@@ -73,6 +73,8 @@ type commitMachine struct {
 	// in offset order; confirmedThrough is the end of the confirmed prefix.
 	toIndex          []*indexItem
 	confirmedThrough int64
+	// itemChunk: the array newIndexItem takes toIndex's items from.
+	itemChunk []indexItem
 	// Running totals over the unconfirmed items of toIndex (indexDue is
 	// asked at least twice per stream per round; walking toIndex for it
 	// touched every item's descriptor each time).
@@ -83,7 +85,10 @@ type commitMachine struct {
 	// no longer than that, so the slot at len(pendBuf) is one no head can
 	// see. A commit appends its descriptor there instead of copying the
 	// whole list.
-	pendBuf     []descriptor
+	pendBuf []descriptor
+	// encArena: the chunk the v3 encodings of this machine's Pending
+	// descriptors are appended to (cachePendingV3).
+	encArena    []byte
 	syncWaiters []*appendOp
 	// genWaiters (BOOKKEEPER_WAL_SYNC_OBJECT) are committed appends whose
 	// acknowledgement waits until head.GenThrough passes their end.
@@ -92,6 +97,8 @@ type commitMachine struct {
 	fatal error
 	rd    *commitReady // never nil; takeReady swaps it with spare
 	spare *commitReady
+	// rdUsed: rd may hold effects (set by out, cleared by takeReady).
+	rdUsed bool
 }
 
 // WAL write states of an appendOp.
@@ -135,7 +142,8 @@ type indexItem struct {
 }
 
 type headCAS struct {
-	next     *head
+	next     *head // &head, or nil
+	head     head  // the next head's storage (allocated with the CAS)
 	expected metadata.Version
 	ops      []*appendOp
 	desc     descriptor // the commit of ops (when there are any)
@@ -207,10 +215,10 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 		rd: &commitReady{}, spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
-		m.addToIndex(&indexItem{d: d, inherited: true})
+		m.addToIndex(m.newIndexItem(d, true))
 	}
 	if len(m.toIndex) > 0 {
-		m.rd.kick = true
+		m.out().kick = true
 	}
 	return m
 }
@@ -219,6 +227,10 @@ func newCommitMachine(h *head, v metadata.Version, sess Session, providerName st
 // are none). The driver gives the batch back with recycleReady once it has
 // executed it, so steady-state operation allocates no effect buffers.
 func (m *commitMachine) takeReady() *commitReady {
+	if !m.rdUsed {
+		return nil // nothing was added: no need to look at rd
+	}
+	m.rdUsed = false
 	if m.rd.empty() {
 		return nil
 	}
@@ -229,6 +241,15 @@ func (m *commitMachine) takeReady() *commitReady {
 	}
 	m.rd, m.spare = next, nil
 	return out
+}
+
+// out is the batch effects are added to. Every producer of effects goes
+// through it, so takeReady knows without reading the batch (with thousands
+// of streams the spare batch it would check is cold: a cache miss per
+// stream per visit) whether there is anything to take.
+func (m *commitMachine) out() *commitReady {
+	m.rdUsed = true
+	return m.rd
 }
 
 func (m *commitMachine) recycleReady(r *commitReady) {
@@ -242,7 +263,7 @@ func (m *commitMachine) recycleReady(r *commitReady) {
 func (m *commitMachine) idle() bool { return len(m.queue) == 0 }
 
 func (m *commitMachine) logf(level slog.Level, msg string, args ...any) {
-	m.rd.logs = append(m.rd.logs, logLine{level: level, msg: msg, args: append([]any{"stream", m.id}, args...)})
+	m.out().logs = append(m.out().logs, logLine{level: level, msg: msg, args: append([]any{"stream", m.id}, args...)})
 }
 
 // ---- Admission ----
@@ -294,14 +315,14 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 				// (-1, -1) here would acknowledge an append whose queued
 				// original may still fail.
 				if op := m.queuedWithSequence(q); op != nil {
-					m.rd.counters.duplicates++
+					m.out().counters.duplicates++
 					op.dupOf = append(op.dupOf, f)
 					return
 				}
 				m.resolve(f, AppendResult{}, fmt.Errorf("%w: sequence %d..%d of producer %q is below its queued appends and not committed; not committed", ErrStorageUnavailable, q.FirstSeq, q.LastSeq, q.Producer))
 				return
 			}
-			m.rd.counters.duplicates++
+			m.out().counters.duplicates++
 			if orig.End <= m.head.End {
 				m.resolve(f, AppendResult{Start: orig.Start, End: orig.End, Duplicate: true}, nil)
 				return
@@ -336,8 +357,8 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	m.projEnd = start + count
 	m.projCum += bytes
 	m.queue = append(m.queue, op)
-	m.rd.counters.admitted++
-	m.rd.writes = append(m.rd.writes, op)
+	m.out().counters.admitted++
+	m.out().writes = append(m.out().writes, op)
 }
 
 // olderDuplicateCommitted reports whether a sequence older than the
@@ -365,7 +386,7 @@ func (m *commitMachine) walDone(op *appendOp, t provider.Target, err error) {
 	switch op.walState {
 	case walPending:
 		op.walState, op.target, op.walErr = walDone, t, err
-		m.rd.kick = true
+		m.out().kick = true
 		if plantedBug == bugAckBeforeHeadCAS && err == nil {
 			m.resolve(op.future, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 			op.future = nil
@@ -374,7 +395,7 @@ func (m *commitMachine) walDone(op *appendOp, t provider.Target, err error) {
 		// The append was failed before its WAL write finished: the bytes
 		// can never be committed.
 		if err == nil {
-			m.rd.releases = append(m.rd.releases, release{target: t, committed: false})
+			m.out().releases = append(m.out().releases, release{target: t, committed: false})
 		}
 	}
 }
@@ -386,12 +407,12 @@ func (m *commitMachine) resolve(f *AppendFuture, r AppendResult, err error) {
 	if f == nil {
 		return // already resolved (only by a planted bug)
 	}
-	m.rd.resolves = append(m.rd.resolves, resolution{future: f, result: r, err: err})
+	m.out().resolves = append(m.out().resolves, resolution{future: f, result: r, err: err})
 }
 
 func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
 	if op.future != nil && err == nil && op.walDoneNs != 0 {
-		m.rd.resolves = append(m.rd.resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
+		m.out().resolves = append(m.out().resolves, resolution{future: op.future, result: r, walDoneNs: op.walDoneNs})
 	} else {
 		m.resolve(op.future, r, err)
 	}
@@ -406,7 +427,7 @@ func (m *commitMachine) resolveOp(op *appendOp, r AppendResult, err error) {
 
 func (m *commitMachine) finishMutation(mo *mutationOp, h *head, err error) {
 	mo.head, mo.err = h, err
-	m.rd.mutDone = append(m.rd.mutDone, mo)
+	m.out().mutDone = append(m.out().mutDone, mo)
 }
 
 // failQueueFrom fails queue[i:] (never committed: their CAS was never
@@ -418,15 +439,30 @@ func (m *commitMachine) failQueueFrom(i int, err error) {
 			op.walState = walAbandoned
 		case walDone:
 			if op.walErr == nil {
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 			}
 		}
 		m.resolveOp(op, AppendResult{}, err)
-		m.rd.counters.failed++
+		m.out().counters.failed++
 	}
 	clear(m.queue[i:])
 	m.queue = m.queue[:i]
 	m.rebuildProjection()
+}
+
+// dropQueued removes the first n appends of the queue (resolved).
+func (m *commitMachine) dropQueued(n int) { m.queue = dropFront(m.queue, n) }
+
+// dropFront removes the first n elements of s. When that empties s, the
+// array is kept and reused from its start: with one append in flight per
+// stream (thousands of streams), re-slicing past the front shrank the
+// capacity to nothing and every admission allocated a new array.
+func dropFront[T any](s []*T, n int) []*T {
+	clear(s[:n])
+	if n == len(s) {
+		return s[:0]
+	}
+	return s[n:]
 }
 
 func (m *commitMachine) rebuildProjection() {
@@ -468,7 +504,7 @@ func (m *commitMachine) fail(err error) {
 		m.resolveOp(op, AppendResult{Start: op.run.Start, End: op.run.End()}, nil)
 	}
 	m.genWaiters = nil
-	m.rd.headChanged = true
+	m.out().headChanged = true
 }
 
 // closeNow settles everything when the core stops: a CAS whose outcome is
@@ -480,8 +516,7 @@ func (m *commitMachine) closeNow() {
 			m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: storage closed before the commit was settled", ErrCommitUnknown))
 		}
 		n := len(cas.ops)
-		clear(m.queue[:n])
-		m.queue = m.queue[n:]
+		m.dropQueued(n)
 		m.unsettled, m.probe = nil, nil
 	}
 	m.fail(ErrClosed)
@@ -493,7 +528,7 @@ func (m *commitMachine) mutate(mo *mutationOp) bool {
 		return false
 	}
 	m.mutations = append(m.mutations, mo)
-	m.rd.kick = true
+	m.out().kick = true
 	return true
 }
 
@@ -502,7 +537,7 @@ func (m *commitMachine) mutate(mo *mutationOp) bool {
 func (m *commitMachine) renewIfDue(nowMs int64) {
 	if m.fatal == nil && m.head.Session.ExpiresMs > 0 && m.head.Session.ExpiresMs-nowMs < m.sessionTTLMs*2/3 {
 		m.renewWanted = true
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
@@ -564,8 +599,8 @@ func (m *commitMachine) stepRound(results []metadata.Result, batchErr error, now
 }
 
 func (m *commitMachine) wakeAt(ms int64) {
-	if m.rd.wakeAtMs == 0 || ms < m.rd.wakeAtMs {
-		m.rd.wakeAtMs = ms
+	if m.out().wakeAtMs == 0 || ms < m.out().wakeAtMs {
+		m.out().wakeAtMs = ms
 	}
 }
 
@@ -576,6 +611,22 @@ func (m *commitMachine) indexDue() (n int, due bool) {
 	due = n > 0 && (m.sync || m.unconfirmedInherited > 0 || n >= indexBatchCommits || m.unconfirmedSize >= indexBatchBytes ||
 		len(m.head.Pending) >= m.maxPendingRuns/2)
 	return n, due
+}
+
+// indexItemChunk is how many indexItems newIndexItem allocates at once: a
+// stream publishes about every indexBatchCommits commits, so a chunk serves
+// about one publication, and one allocation replaces one per commit.
+const indexItemChunk = indexBatchCommits
+
+// newIndexItem returns an item for d from the machine's current chunk. Items
+// are never reused (a round's index put holds pointers to its group), so a
+// chunk lives until every item in it is unreferenced.
+func (m *commitMachine) newIndexItem(d descriptor, inherited bool) *indexItem {
+	if len(m.itemChunk) == cap(m.itemChunk) {
+		m.itemChunk = make([]indexItem, 0, indexItemChunk)
+	}
+	m.itemChunk = append(m.itemChunk, indexItem{d: d, inherited: inherited})
+	return &m.itemChunk[len(m.itemChunk)-1]
 }
 
 // addToIndex queues a committed run for index publication.
@@ -631,7 +682,7 @@ func (m *commitMachine) onIndexResult(group []*indexItem, err error) {
 	if err != nil {
 		// Unknown or failed: the put is idempotent, so the next round
 		// simply sends it again.
-		m.rd.kick = true
+		m.out().kick = true
 		return
 	}
 	for _, it := range group {
@@ -676,8 +727,7 @@ func (m *commitMachine) advanceIndex() {
 		m.confirmedThrough = max(m.confirmedThrough, m.toIndex[n].d.End)
 		n++
 	}
-	clear(m.toIndex[:n])
-	m.toIndex = m.toIndex[n:]
+	m.toIndex = dropFront(m.toIndex, n)
 	keep := m.syncWaiters[:0]
 	for _, op := range m.syncWaiters {
 		if op.run.End() <= m.confirmedThrough {
@@ -692,16 +742,24 @@ func (m *commitMachine) advanceIndex() {
 	// head carrying many of them gets a CAS of its own. Appends held back
 	// while the index lagged go now.
 	if len(m.queue) > 0 || m.droppablePending() >= compactPendingAt {
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
+// droppablePending counts the confirmed descriptors at the front of the
+// head's Pending list (sorted by offset, so they are all at the front): it
+// stops at the first unconfirmed one instead of touching every descriptor,
+// which with thousands of streams was a cache miss per descriptor, three
+// times per stream per round. Were the list ever out of order, stopping
+// early only undercounts, and dropping fewer runs than allowed is always
+// safe (filterPending still keeps exactly the unconfirmed ones).
 func (m *commitMachine) droppablePending() int {
 	n := 0
-	for _, d := range m.head.Pending {
-		if d.End <= m.confirmedThrough {
-			n++
+	for i := range m.head.Pending {
+		if m.head.Pending[i].End > m.confirmedThrough {
+			break
 		}
+		n++
 	}
 	return n
 }
@@ -748,12 +806,23 @@ func (m *commitMachine) filterPending(list []descriptor, keep int) []descriptor 
 // possibly being read elsewhere) are never written: they were cached when
 // this machine appended them, unless m.head was decoded from the store;
 // then the list is copied first, once.
+//
+// When m.head's own list is known to be fully cached (head.pendCached: this
+// machine built it), the descriptors next shares with it are not even
+// looked at: each check read two descriptors' worth of fields, and with
+// thousands of streams every one of them was a cache miss, per descriptor
+// per commit. Only the descriptors this round added (usually one) are
+// encoded. next is then marked fully cached, which head.encode relies on.
 func (m *commitMachine) cachePending(next *head) {
 	shared := 0
 	if cur := m.head.Pending; len(cur) > 0 && len(next.Pending) > 0 && &cur[0] == &next.Pending[0] {
 		shared = len(cur)
 	}
-	for i := range next.Pending {
+	from := 0
+	if m.head.pendCached {
+		from = min(shared, len(next.Pending))
+	}
+	for i := from; i < len(next.Pending); i++ {
 		var prev *descriptor
 		if i > 0 {
 			prev = &next.Pending[i-1]
@@ -774,8 +843,9 @@ func (m *commitMachine) cachePending(next *head) {
 			}
 			d = &next.Pending[i]
 		}
-		d.cachePendingV3(prev)
+		d.cachePendingV3(prev, &m.encArena)
 	}
+	next.pendCached = true
 }
 
 func (m *commitMachine) prepareHead(nowMs int64) {
@@ -803,12 +873,14 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 	if ready == 0 && len(m.mutations) == 0 && !m.renewWanted && dropped < compactPendingAt {
 		return
 	}
-	next := m.head.clone() // next.Pending shares m.head's (read-only)
+	cas := &headCAS{expected: m.version}
+	next := &cas.head
+	m.head.cloneInto(next) // next.Pending shares m.head's (read-only)
+	cas.next = next
 	if dropped > 0 {
 		next.Pending = m.filterPending(next.Pending, len(next.Pending)-dropped)
 		next.IndexedThrough = max(next.IndexedThrough, m.confirmedThrough)
 	}
-	cas := &headCAS{next: next, expected: m.version}
 	for _, mo := range m.mutations {
 		changed, err := mo.m(next)
 		if err != nil {
@@ -894,9 +966,9 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 	default:
 		// Conflict or unknown: settle by re-reading before anything else.
 		if metadata.Classify(err) == metadata.Unknown {
-			m.rd.counters.unknowns++
+			m.out().counters.unknowns++
 		} else {
-			m.rd.counters.conflicts++
+			m.out().counters.conflicts++
 		}
 		switch plantedBug {
 		case bugUnknownIsFailure:
@@ -908,11 +980,11 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 			return
 		case bugReleaseUnknown:
 			for _, op := range cas.ops {
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 			}
 		}
 		m.unsettled = cas
-		m.rd.kick = true
+		m.out().kick = true
 	}
 }
 
@@ -922,15 +994,14 @@ func (m *commitMachine) onHeadResult(cas *headCAS, r metadata.Result, err error,
 func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata.Version, nowMs int64) {
 	m.head, m.version = committed, v
 	if n := len(cas.ops); n > 0 {
-		clear(m.queue[:n])
-		m.queue = m.queue[n:]
-		m.addToIndex(&indexItem{d: cas.desc})
+		m.dropQueued(n)
+		m.addToIndex(m.newIndexItem(cas.desc, false))
 	}
 	for _, op := range cas.ops {
-		m.rd.committedRuns = append(m.rd.committedRuns, op.run)
-		m.rd.releases = append(m.rd.releases, release{target: op.target, committed: true})
-		m.rd.counters.committed++
-		m.rd.counters.bytesCommitted += op.bytes
+		m.out().committedRuns = append(m.out().committedRuns, op.run)
+		m.out().releases = append(m.out().releases, release{target: op.target, committed: true})
+		m.out().counters.committed++
+		m.out().counters.bytesCommitted += op.bytes
 		// A failed machine publishes no more index entries (the next owner
 		// does), so its appends stop waiting for them, as in fail.
 		if m.sync && m.fatal == nil && plantedBug != bugSyncAckBeforeIndex {
@@ -945,11 +1016,15 @@ func (m *commitMachine) applyCommitted(cas *headCAS, committed *head, v metadata
 		m.finishMutation(mo, committed, nil)
 	}
 	m.releaseGenWaiters()
-	m.rd.headChanged = true
+	m.out().headChanged = true
+	// The committed head lives inside cas until the next commit replaces
+	// it: drop what cas still points to that the head does not need (the
+	// appends and their payloads, which are settled now).
+	cas.ops, cas.one, cas.muts = nil, [1]*appendOp{}, nil
 	// Only when the next round has something of ours to send: with
 	// thousands of streams, a wasted visit per stream per round is a
 	// per-stream cost paid by every round.
-	m.rd.kick = m.rd.kick || m.roundWork()
+	m.out().kick = m.out().kick || m.roundWork()
 }
 
 // roundWork reports whether prepareRound would find something to do now
@@ -995,7 +1070,7 @@ func (m *commitMachine) releaseGenWaiters() {
 	clear(m.genWaiters[len(keep):])
 	m.genWaiters = keep
 	if len(keep) > 0 {
-		m.rd.materialize = true
+		m.out().materialize = true
 	}
 }
 
@@ -1056,7 +1131,7 @@ func (m *commitMachine) onSettleRead(r metadata.Result, err error, nowMs int64) 
 			if applied, settled = committedInHead(fresh, id, last.End()); !settled {
 				// Only the offset index can prove it now.
 				m.probe = &settleProbe{cas: cas, fresh: fresh, version: r.Record.Version, run: id, end: last.End()}
-				m.rd.probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
+				m.out().probe = &indexProbe{min: indexKey(m.id, last.End()), max: indexKey(m.id, fresh.IndexedThrough+1)}
 				return
 			}
 		}
@@ -1076,7 +1151,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 	m.probe = nil
 	if err != nil && plantedBug != bugProbeErrorIsNotCommitted {
 		m.retryLater(nowMs)
-		m.rd.kick = true
+		m.out().kick = true
 		return
 	}
 	found, covered := false, false
@@ -1094,8 +1169,7 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: the index entry that would prove it is unusable: %w", ErrCommitUnknown, derr))
 			}
 			n := len(p.cas.ops)
-			clear(m.queue[:n])
-			m.queue = m.queue[n:]
+			m.dropQueued(n)
 			m.unsettled = nil
 			m.head, m.version = p.fresh, p.version
 			m.fence(p.fresh)
@@ -1110,19 +1184,18 @@ func (m *commitMachine) probeResult(recs []metadata.Record, err error, nowMs int
 		if !p.gen && p.end <= p.fresh.GenThrough {
 			p.gen = true
 			m.probe = p
-			m.rd.probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
+			m.out().probe = &indexProbe{min: genKey(m.id, p.end), max: genKey(m.id, p.fresh.GenIndexedThrough+1)}
 			return
 		}
 		if p.end <= p.fresh.Start {
 			m.logf(slog.LevelWarn, "the run was trimmed and its commit evidence collected; outcome left unknown")
 			for _, op := range p.cas.ops {
 				// Trimmed either way, so its bytes are garbage either way.
-				m.rd.releases = append(m.rd.releases, release{target: op.target, committed: false})
+				m.out().releases = append(m.out().releases, release{target: op.target, committed: false})
 				m.resolveOp(op, AppendResult{}, fmt.Errorf("%w: %w", ErrCommitUnknown, errTrimmedEvidence))
 			}
 			n := len(p.cas.ops)
-			clear(m.queue[:n])
-			m.queue = m.queue[n:]
+			m.dropQueued(n)
 			m.unsettled = nil
 			m.head, m.version = p.fresh, p.version
 			m.fence(p.fresh)
@@ -1178,11 +1251,11 @@ func (m *commitMachine) settle(cas *headCAS, fresh *head, v metadata.Version, ou
 	if cas.renew {
 		m.renewWanted = true
 	}
-	m.rd.kick = true
+	m.out().kick = true
 }
 
 func (m *commitMachine) fence(fresh *head) {
-	m.rd.counters.fenced++
+	m.out().counters.fenced++
 	m.fail(fmt.Errorf("%w: stream %v now has session epoch %d", ErrFenced, m.id, fresh.Session.Epoch))
-	m.rd.drop = true
+	m.out().drop = true
 }

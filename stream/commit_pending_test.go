@@ -126,19 +126,33 @@ func TestCommittedPendingNeverChanges(t *testing.T) {
 	if maxPending < 2 {
 		t.Fatalf("heads never carried more than %d descriptors: the test does not exercise sharing", maxPending)
 	}
-	checked := 0
+	checked, trusted := 0, 0
 	for _, s := range sentHeads {
 		for _, c := range committed {
 			if c.h == s.h {
 				checked++
+				if s.h.pendCached && len(s.h.Pending) > 1 {
+					trusted++
+				}
 				if got := s.h.encode(); !bytes.Equal(got, s.val) {
 					t.Fatalf("committed head (End %d) no longer encodes to the bytes it was sent with", s.h.End)
+				}
+				// The cached encodings (copied unchecked when the head is
+				// pendCached) are exactly what encoding from scratch gives.
+				fresh := *s.h
+				fresh.pendCached = false
+				fresh.Pending = deep(s.h.Pending)
+				for i := range fresh.Pending {
+					fresh.Pending[i].encV3 = nil
+				}
+				if got := fresh.encode(); !bytes.Equal(got, s.val) {
+					t.Fatalf("committed head (End %d) was sent with bytes its fields do not encode to (stale cached descriptor encoding)", s.h.End)
 				}
 			}
 		}
 	}
-	if checked < 100 {
-		t.Fatalf("only %d committed heads were checked against their sent bytes", checked)
+	if checked < 100 || trusted < 50 {
+		t.Fatalf("only %d committed heads were checked against their sent bytes (%d encoded from trusted caches)", checked, trusted)
 	}
 	if m.fatal != nil {
 		t.Fatalf("machine failed: %v", m.fatal)

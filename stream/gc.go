@@ -958,7 +958,17 @@ func (c *Core) sweepOrphanGenerations(ctx context.Context, h *head, pend *gcPend
 	var orphans []objectstore.ObjectInfo
 	for info, err := range c.cfg.ObjectStore.List(ctx, genObjectPrefix(h.ID)) {
 		if err != nil {
-			return err
+			if info.Key == "" || ctx.Err() != nil {
+				return err // the listing itself failed
+			}
+			// This object alone cannot be listed (a corrupt stored
+			// header): keep it — nothing is deleted without proof — say
+			// so, and sweep the others (objectstore.ObjectStore.List).
+			c.lc.gcUnreadable.Add(1)
+			c.log.Warn("gc: generation object cannot be read; skipped and kept", "stream", h.ID, "object", info.Key, "err", err)
+			pend.add(GCPending{Kind: "generation", Unit: info.Key, Reason: "unreadable, kept (nothing is deleted without proof): " + err.Error()})
+			c.markOrphanSweep(h.ID) // keep reporting it until repaired
+			continue
 		}
 		if !named[info.Key] {
 			orphans = append(orphans, info)

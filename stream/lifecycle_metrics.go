@@ -13,6 +13,7 @@ type lcMetrics struct {
 	gcSegments, gcLedgers, gcObjects   atomic.Int64
 	adoptions                          atomic.Int64
 	gcRecords, gcBytes                 atomic.Int64
+	gcUnreadable                       atomic.Int64
 	gcStreams                          atomic.Int64
 	lagBytes, lagSeconds, pendingUnits atomic.Int64 // gauges, set by passes
 	pendingBytes                       atomic.Int64
@@ -45,6 +46,10 @@ type LifecycleStats struct {
 	GCStreams int64
 	// PendingUnits / PendingBytes: physical units the last pass kept.
 	PendingUnits, PendingBytes int64
+	// GCUnreadable counts objects GC's own listings skipped (and kept)
+	// because they could not be read (the Object WAL counts its segments
+	// in nereus.objectwal.unreadable_segments).
+	GCUnreadable int64
 	// MaterializeBackpressured counts appends refused because their
 	// stream's materialization lag exceeded MaxMaterializeLag.
 	MaterializeBackpressured int64
@@ -74,7 +79,7 @@ func (c *Core) LifecycleStats() LifecycleStats {
 		GCPasses: m.gcPasses.Load(), GCErrors: m.gcErrors.Load(), GCDuePasses: m.gcDuePasses.Load(),
 		GCSegments: m.gcSegments.Load(), GCLedgers: m.gcLedgers.Load(), GCObjects: m.gcObjects.Load(),
 		GCRecords: m.gcRecords.Load(), GCBytes: m.gcBytes.Load(), GCStreams: m.gcStreams.Load(),
-		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(),
+		PendingUnits: m.pendingUnits.Load(), PendingBytes: m.pendingBytes.Load(), GCUnreadable: m.gcUnreadable.Load(),
 		MaterializeBackpressured: m.backpressured.Load(),
 		Merges:                   m.merges.Load(), MergedSources: m.mergedSources.Load(), MergedBytes: m.mergedBytes.Load(),
 		MergeFailures: m.mergeFailures.Load(), MergeSeconds: float64(m.mergeNanos.Load()) / 1e9,

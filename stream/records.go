@@ -418,6 +418,12 @@ type head struct {
 	// producersOwned is false while Producers is shared with the head this
 	// one was cloned from (see clone).
 	producersOwned bool
+	// pendCached: every Pending descriptor carries its v3 encoding against
+	// its predecessor in this list (encV3), so encode copies them without
+	// checking each. Only commitMachine.cachePending sets it, after making
+	// it so; Pending is never modified in place, and clone clears it (a
+	// clone's Pending may be replaced).
+	pendCached bool
 }
 
 func newHead(nr nameRecord) *head {
@@ -438,11 +444,19 @@ func newHead(nr nameRecord) *head {
 // can see). The clone's capacity is clipped, so even an append on it
 // copies instead of writing into h's array.
 func (h *head) clone() *head {
-	c := *h
+	c := new(head)
+	h.cloneInto(c)
+	return c
+}
+
+// cloneInto is clone into storage the caller provides (the commit round
+// keeps the next head inside its headCAS: one allocation instead of two).
+func (h *head) cloneInto(c *head) {
+	*c = *h
 	c.Pending = h.Pending[:len(h.Pending):len(h.Pending)]
 	c.GenPending = append([]descriptor(nil), h.GenPending...)
 	c.producersOwned = false
-	return &c
+	c.pendCached = false
 }
 
 // ownProducers makes h's producer table its own before a mutation.
@@ -480,7 +494,8 @@ func (h *head) info() Info {
 
 func (h *head) encode() []byte {
 	size := 256 + len(h.Name) + h.Producers.Len()*128
-	for _, d := range h.Pending {
+	for i := range h.Pending {
+		d := &h.Pending[i]
 		size += len(d.encV3)
 		if d.encV3 == nil {
 			size += d.sizeHint()
@@ -512,6 +527,10 @@ func (h *head) encode() []byte {
 	w.Varint(h.IndexedThrough)
 	w.Uvarint(uint64(len(h.Pending)))
 	for i := range h.Pending {
+		if d := &h.Pending[i]; h.pendCached && d.encV3 != nil {
+			w.B = append(w.B, d.encV3...) // valid: see pendCached
+			continue
+		}
 		var prev *descriptor
 		if i > 0 {
 			prev = &h.Pending[i-1]

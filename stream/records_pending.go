@@ -136,15 +136,45 @@ func (d *descriptor) encodePendingV3(w *bin.Writer, prev *descriptor) {
 
 // cachePendingV3 stores d's v3 encoding against prev in d, so the heads of
 // later rounds that carry d after the same predecessor copy it instead.
-func (d *descriptor) cachePendingV3(prev *descriptor) {
+//
+// The bytes are appended to *arena (a chunk shared by one machine's
+// descriptors, so a commit does not allocate a small slice of its own) when
+// it has room, else to a new chunk that becomes *arena; nil arena: a slice of
+// d's own. A cached encoding is capacity-clipped and the arena only ever
+// grows past its length, so no byte anyone can see is written again.
+func (d *descriptor) cachePendingV3(prev *descriptor, arena *[]byte) {
 	if d.encV3 != nil && d.encV3Prev == keyOf(prev) {
 		return
 	}
 	d.encV3 = nil
-	w := bin.Writer{B: make([]byte, 0, d.sizeHint())}
+	hint := d.sizeHint()
+	if arena == nil {
+		w := bin.Writer{B: make([]byte, 0, hint)}
+		d.encodePendingV3(&w, prev)
+		d.encV3, d.encV3Prev = w.B, keyOf(prev)
+		return
+	}
+	if cap(*arena)-len(*arena) < hint {
+		*arena = make([]byte, 0, max(encArenaChunk, hint))
+	}
+	at := len(*arena)
+	w := bin.Writer{B: *arena}
 	d.encodePendingV3(&w, prev)
-	d.encV3, d.encV3Prev = w.B, keyOf(prev)
+	if cap(w.B) != cap(*arena) {
+		// Outgrew the chunk after all (sizeHint is an upper bound, so
+		// not expected): w.B is a new array of its own.
+		d.encV3, d.encV3Prev = w.B[at:len(w.B):len(w.B)], keyOf(prev)
+		return
+	}
+	*arena = w.B
+	d.encV3, d.encV3Prev = w.B[at:len(w.B):len(w.B)], keyOf(prev)
 }
+
+// encArenaChunk is the size of a cachePendingV3 arena chunk: a WAL run's
+// descriptor encodes to ~40 bytes, so a chunk serves about a dozen commits
+// of a stream, and a stream keeps at most about two chunks alive (a
+// descriptor leaves Pending after about indexBatchCommits commits).
+const encArenaChunk = 512
 
 func commonPrefix(a, b []byte) int {
 	n := min(len(a), len(b))

@@ -152,7 +152,7 @@ func TestPendingV3(t *testing.T) {
 			if i > 0 {
 				prev = &h.Pending[i-1]
 			}
-			h.Pending[i].cachePendingV3(prev)
+			h.Pending[i].cachePendingV3(prev, nil)
 		}
 	}
 	cache(h)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/nereusstream/nereus-go/stream/provider"
 )
 
 // RetentionGuard lets a protocol adapter keep what its consumers still
@@ -63,12 +65,33 @@ func (c *Core) EnforceRetention(ctx context.Context) error {
 	trims := c.lc.retentionTrims.Load()
 	defer c.kickIfTrimmed(trims)
 	return c.forOwnedStreams(ctx, func(in Info) error {
+		c.hintRetention(in)
 		if in.Retention == (Retention{}) || in.State != StateActive && in.State != StateSealed {
 			return nil
 		}
 		_, err := c.enforceOne(ctx, in)
 		return err
 	})
+}
+
+// hintRetention tells the stream's WAL provider, if it takes hints
+// (provider.RetentionHinter), the stream's time retention — 0 when it has
+// none — so the provider can keep its physical
+// units (ledgers) shorter than what retention keeps. It names the stream
+// and a duration only: the core never learns how the provider lays bytes
+// out, and the hint retires nothing.
+func (c *Core) hintRetention(in Info) {
+	pv, err := c.providerFor(in.Profile)
+	if err != nil {
+		return
+	}
+	h, ok := pv.(provider.RetentionHinter)
+	if !ok {
+		return
+	}
+	// Whatever the state: a deleted stream's last ledger goes sooner
+	// when its provider still knows the retention it had.
+	h.HintRetention(uint64(in.ID), in.Retention.Time)
 }
 
 // kickIfTrimmed asks for a GC pass now if retention trimmed since the

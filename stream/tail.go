@@ -29,6 +29,16 @@ type tailStream struct {
 	first   int // index of the first live entry
 }
 
+// tailCompactAt is how many evicted slots a stream's entries array may
+// carry at its front before the live ones are moved to a new array (when
+// they are fewer than the evicted ones, so the copying stays amortised O(1)
+// per eviction). With thousands of streams sharing the budget each stream
+// keeps only a few live entries while one is added and one evicted per
+// commit, so a threshold of 1024 let every stream's array grow to ~1,000
+// slots (48 B each, pointer-bearing, scanned by the Go GC) for a handful of
+// live entries: ~0.5 GB at 10,000 streams in a long run.
+const tailCompactAt = 16
+
 type tailRef struct {
 	id   ID
 	size int64
@@ -71,7 +81,7 @@ func (t *tailCache) add(id ID, run provider.Run) {
 			s.first++
 			if s.first == len(s.entries) {
 				delete(t.streams, ref.id)
-			} else if s.first > 1024 && s.first*2 > len(s.entries) {
+			} else if s.first >= tailCompactAt && s.first*2 > len(s.entries) {
 				s.entries = append([]provider.ReadEntry(nil), s.entries[s.first:]...)
 				s.first = 0
 			}

@@ -244,6 +244,8 @@ func TestSpace(t *testing.T) {
 		produced                  int64
 		ledgers, deletedLedgers   int64
 		openLedgers, closedBytes  int64 // with -lcbench.zk: ledgers not closed, and the closed ones' summed length
+		openBytes                 int64 // with -lcbench.zk: nereus_bkwal_open_ledger_bytes from /metrics (-1: not exported)
+		created                   int64 // with -lcbench.zk: nereus_bkwal_ledgers_created_total from /metrics
 	}
 	var samples []sample
 	var phase atomic.Value
@@ -303,6 +305,7 @@ func TestSpace(t *testing.T) {
 		if zkc != nil {
 			zl := zkc.count() // the benchmark's own streams' ledgers, deleted topics' included
 			s.ledgers, s.openLedgers, s.closedBytes = zl.n, zl.open, zl.closedBytes
+			s.openBytes, s.created = bkwalGauges(srv)
 		} else {
 			s.ledgers = countLedgers(t) - ledgers0
 		}
@@ -374,7 +377,7 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) | ledgers not closed / closed ones' MB (-lcbench.zk) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) | ledgers not closed / closed ones' MB (-lcbench.zk) | open ledgers' MB (/metrics) | (closed + open) ÷ window | ledgers created |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
@@ -390,7 +393,14 @@ func TestSpace(t *testing.T) {
 				maxRate = max(maxRate, float64((s.segs+s.objs+s.recs)-(p.segs+p.objs+p.recs))/dt)
 			}
 		}
-		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f / %.1f | %d / %d / %d / %d | %d | %d / %d | %d / %.1f |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, mb(s.pending), mb(s.grace), s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers, s.openLedgers, mb(s.closedBytes))
+		open, held := "-", "-"
+		if s.openBytes >= 0 && zkc != nil {
+			open = fmt.Sprintf("%.1f", mb(s.openBytes))
+			if s.window >= 1e6 { // not once the writes have stopped
+				held = fmt.Sprintf("%.2f", float64(s.closedBytes+s.openBytes)/float64(s.window))
+			}
+		}
+		fmt.Fprintf(&b, "| %.0f | %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f / %.1f | %d / %d / %d / %d | %d | %d / %d | %d / %.1f | %s | %s | %d |\n", s.at.Seconds(), s.phase, mb(s.objects), mb(s.meta), mb(s.retained), mb(s.window), ratio, mb(s.pending), mb(s.grace), s.segs, s.objs, s.recs, s.streams, s.trims, s.ledgers, s.deletedLedgers, s.openLedgers, mb(s.closedBytes), open, held, s.created)
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
@@ -402,6 +412,8 @@ func TestSpace(t *testing.T) {
 		var n int
 		var sum, mx, rsum, rmx, osum, omx, retSum, penSum, graceSum float64
 		var ledSum, ledMax, openSum, closedSum, closedMax, winSum float64
+		var heldSum, heldMax, heldRSum, heldRMax float64 // closed + open ledger bytes (MB) and ÷ window
+		haveOpen := true
 		var first, last sample
 		for _, s := range samples {
 			if !keep(s) || s.window <= 0 || s.window2s <= 0 {
@@ -417,6 +429,13 @@ func TestSpace(t *testing.T) {
 			retSum, penSum, graceSum = retSum+mb(s.retained), penSum+mb(s.pending), graceSum+mb(s.grace)
 			ledSum, ledMax, openSum = ledSum+float64(s.ledgers), max(ledMax, float64(s.ledgers)), openSum+float64(s.openLedgers)
 			closedSum, closedMax, winSum = closedSum+mb(s.closedBytes), max(closedMax, mb(s.closedBytes)), winSum+mb(s.window)
+			if s.openBytes < 0 {
+				haveOpen = false
+			} else {
+				h := mb(s.closedBytes + s.openBytes)
+				hr := float64(s.closedBytes+s.openBytes) / float64(s.window)
+				heldSum, heldMax, heldRSum, heldRMax = heldSum+h, max(heldMax, h), heldRSum+hr, max(heldRMax, hr)
+			}
 		}
 		if n > 0 {
 			fn := float64(n)
@@ -426,11 +445,52 @@ func TestSpace(t *testing.T) {
 			if zkc != nil {
 				t.Logf("SPACE %s ledgers (ZooKeeper, the benchmark's streams): mean %.1f, max %.0f, of which not closed (length not in ZooKeeper) mean %.1f; closed ledgers' length mean %.0f MB, max %.0f MB (per replica; ÷ window mean %.2f); GC deleted %d ledgers in %.0f s",
 					name, ledSum/fn, ledMax, openSum/fn, closedSum/fn, closedMax, closedSum/winSum, last.deletedLedgers-first.deletedLedgers, secs)
+				rate := "-"
+				if secs > 0 {
+					rate = fmt.Sprintf("%.1f", float64(last.created-first.created)/secs)
+				}
+				if haveOpen {
+					t.Logf("SPACE %s held in ledgers (closed, from ZooKeeper, + open, nereus_bkwal_open_ledger_bytes): mean %.0f MB, max %.0f MB per replica; (closed + open) ÷ window mean %.2f, max %.2f (per sample); ledgers created %s/s",
+						name, heldSum/fn, heldMax, heldRSum/fn, heldRMax, rate)
+				} else {
+					t.Logf("SPACE %s held in ledgers: the server does not export nereus_bkwal_open_ledger_bytes (open ledgers' bytes unknown); ledgers created %s/s", name, rate)
+				}
 			}
 		}
 	}
 	summary("steady write", func(s sample) bool { return s.phase == "write" && s.at >= 8*time.Second })
 	summary("trickle", func(s sample) bool { return s.phase == "deleted+trickle" && s.at >= deleteAt+10*time.Second })
+}
+
+// bkwalGauges scrapes the server's /metrics for the bytes in its open
+// (unsealed) ledgers — -1 when the server does not export them — and the
+// ledgers it has created.
+func bkwalGauges(srv *testserver.Server) (openBytes, created int64) {
+	openBytes = -1
+	resp, err := http.Get(srv.URL() + "/metrics")
+	if err != nil {
+		return openBytes, 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name := line[:strings.IndexAny(line, "{ ")]
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "nereus_bkwal_open_ledger_bytes":
+			openBytes = max(openBytes, 0) + int64(v)
+		case "nereus_bkwal_ledgers_created_total":
+			created += int64(v)
+		}
+	}
+	return openBytes, created
 }
 
 // phaseCost is what the server had spent by the end of a phase: CPU

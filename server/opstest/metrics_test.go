@@ -38,7 +38,7 @@ var families = map[string][]string{
 		"nereus_lifecycle_materialize_backpressure_total", "nereus_lifecycle_merges_total", "nereus_lifecycle_merged_sources_total", "nereus_lifecycle_merged_bytes_total",
 		"nereus_lifecycle_merge_failures_total", "nereus_lifecycle_merge_seconds_total",
 		"nereus_gc_passes_total", "nereus_gc_due_passes_total", "nereus_gc_errors_total", "nereus_gc_deleted_total", "nereus_gc_deleted_bytes_total",
-		"nereus_gc_pending_units", "nereus_gc_pending_bytes", "nereus_gc_adoptions_total", "nereus_gc_adopting_writers"},
+		"nereus_gc_pending_units", "nereus_gc_pending_bytes", "nereus_gc_unreadable_objects_total", "nereus_gc_adoptions_total", "nereus_gc_adopting_writers"},
 	"per stream": {"nereus_streams", "nereus_stream_metrics_truncated", "nereus_stream_start_offset",
 		"nereus_stream_end_offset", "nereus_stream_retained_offsets", "nereus_stream_size_bytes", "nereus_stream_retained_bytes",
 		"nereus_stream_materialized_through_offset"},

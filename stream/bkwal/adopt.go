@@ -61,5 +61,9 @@ func (p *Provider) Adopt(ctx context.Context, writer string) (provider.Adopted, 
 	if err != nil {
 		return nil, err
 	}
+	// An adopted writer's provider creates no ledgers: its (zero) gauges
+	// would only overwrite this provider's values.
+	ap.unobserve()
+	ap.unobserve = func() {}
 	return ap, nil
 }

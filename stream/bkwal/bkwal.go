@@ -93,7 +93,19 @@ type Config struct {
 	// holds nothing committed, or is past MaxLedgerAge — so an idle
 	// stream's last ledger can be reclaimed (default 30s). Sealing deletes
 	// nothing: the sealed ledger is reclaimed later with the usual proof.
+	// For a stream whose retention the core hinted, twice that retention if
+	// shorter (idle.go), under the churn floor below.
 	IdleSeal time.Duration
+	// MinRollAge and MaxRetentionRolls are the churn floor of rollovers
+	// done for retention's sake (a retired first run, or a ledger older
+	// than half the stream's hinted retention; rollage.go): such a roll
+	// waits until the ledger is MinRollAge old (default 1s) and takes one
+	// of MaxRetentionRolls tokens per second shared by every stream of the
+	// provider (default 100; each roll is a ledger create, seal and, later,
+	// delete on ZooKeeper). Without a token the run goes into the current
+	// ledger and the roll is retried at the next run.
+	MinRollAge        time.Duration
+	MaxRetentionRolls float64
 	// OpTimeout bounds one ledger lifecycle step (allocate, create, seal,
 	// recover) (default 60s).
 	OpTimeout time.Duration
@@ -137,6 +149,12 @@ func (c *Config) withDefaults() error {
 	if c.IdleSeal <= 0 {
 		c.IdleSeal = 30 * time.Second
 	}
+	if c.MinRollAge <= 0 {
+		c.MinRollAge = time.Second
+	}
+	if c.MaxRetentionRolls <= 0 {
+		c.MaxRetentionRolls = 100
+	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 60 * time.Second
 	}
@@ -176,10 +194,15 @@ type Provider struct {
 	closed  bool
 	lanes   map[uint64]*lane
 	ledgers map[int64]*ledger // ledgers this incarnation created, until finalized
+	hints   map[uint64]int64  // retention hints (ns) of streams without a lane yet
 
 	readers *readerCache
 	met     *providerMetrics
 	reclaim reclaimState
+
+	rollMu    sync.Mutex
+	rolls     rollBucket // retention rolls' budget (rollage.go)
+	unobserve func()
 
 	// Health: degraded from a failed run until the next run succeeds.
 	healthMu      sync.Mutex
@@ -189,8 +212,9 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider       = (*Provider)(nil)
-	_ provider.HealthReporter = (*Provider)(nil)
+	_ provider.Provider        = (*Provider)(nil)
+	_ provider.HealthReporter  = (*Provider)(nil)
+	_ provider.RetentionHinter = (*Provider)(nil)
 )
 
 // Health implements provider.HealthReporter. A failed run taints its ledger
@@ -230,10 +254,12 @@ func Open(cfg Config) (*Provider, error) {
 	r := simrt.New(cfg.Runtime)
 	inc := incarnationID(r)
 	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]), rt: r,
-		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}}
+		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}, hints: map[uint64]int64{}}
+	p.rolls.rate = cfg.MaxRetentionRolls
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.readers = newReaderCache(cfg.ReaderCache)
 	p.met = newProviderMetrics(cfg.Meter)
+	p.unobserve = p.observeOpenLedgers(cfg.Meter)
 	return p, nil
 }
 
@@ -263,6 +289,8 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	l := p.lanes[run.Stream]
 	if l == nil {
 		l = newLane(p, run.Stream)
+		l.retention.Store(p.hints[run.Stream])
+		delete(p.hints, run.Stream)
 		p.lanes[run.Stream] = l
 		p.spawn(l.submitLoop)
 		p.spawn(l.completeLoop)
@@ -294,6 +322,7 @@ type lane struct {
 	completes []*pendingRun // sent (or failed), not yet completed
 	stopped   bool
 	roll      *rollRequest // an idle seal asked for by Reclaim
+	retention atomic.Int64 // the stream's hinted time retention in ns (0: none; rollage.go)
 	wakeSub   chan struct{}
 	wakeComp  chan struct{}
 	subDone   chan struct{}
@@ -490,20 +519,26 @@ func (l *lane) needRollover(run provider.Run, entries, bytes int64) string {
 		return "new append session"
 	case c.isTainted():
 		return "tainted"
-	case c.rollRequested():
-		return "retired prefix"
 	}
 	ne, nb := c.size()
 	if ne == 0 {
 		return "" // an empty ledger takes any run: a run is never split
 	}
+	now := l.p.cfg.Now()
 	switch {
 	case ne+entries > l.p.cfg.MaxLedgerEntries:
 		return "entry limit"
 	case nb+bytes > l.p.cfg.MaxLedgerBytes:
 		return "byte limit"
-	case l.p.cfg.Now().Sub(c.created) > l.p.cfg.MaxLedgerAge:
+	case now.Sub(c.created) > l.p.cfg.MaxLedgerAge:
 		return "age limit"
+	}
+	// For retention's sake, within the churn floor (rollage.go).
+	if why := l.retentionRollDue(c, now); why != "" {
+		if l.p.takeRetentionRoll(now) {
+			return why
+		}
+		l.p.met.rollsDeferred.Add(bg, 1)
 	}
 	return ""
 }
@@ -717,6 +752,7 @@ func (p *Provider) Close(ctx context.Context) error {
 	}
 	p.cancel()
 	p.readers.close()
+	p.unobserve()
 	return err
 }
 

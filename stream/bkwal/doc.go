@@ -27,8 +27,12 @@
 // committed in it is retired (idle.go), so an idle or deleted stream's last
 // ledger is reclaimed too; the seal is done by the stream's lane, so it
 // never races an append. A current ledger whose first committed run is
-// retired is rolled over at its next run (retire.go), so a stream with a
-// short retention does not keep everything up to the size limit.
+// retired, or older than half the stream's time retention (which the core
+// passes on as a hint, provider.RetentionHinter), is rolled over at its
+// next run (retire.go, rollage.go), so a stream with a short retention does
+// not keep everything up to the size limit. Those rolls are bounded by a
+// churn floor (MinRollAge, MaxRetentionRolls per second per provider) so
+// many such streams cannot flood ZooKeeper with ledger creates.
 //
 // Taint: an add that failed or whose outcome is unknown (writer broken,
 // fenced), an uncertain create, an ownership change, or a completion of a

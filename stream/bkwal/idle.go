@@ -1,10 +1,9 @@
 package bkwal
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
+	"time"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -60,48 +59,29 @@ type idleCandidate struct {
 	committed bool
 	end       int64
 	old       bool
+	early     bool // idle for less than IdleSeal (idleSealAfter): a retention roll
 }
 
 // sealIdle asks the lanes of idle, retired current ledgers to seal them
 // (see above). It returns how many it asked for.
 func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, error) {
 	now := p.cfg.Now()
-	var cands []idleCandidate
-	p.mu.Lock()
-	for _, led := range p.ledgers {
-		led.mu.Lock()
+	cands, retired, err := judgeCurrent(ctx, p, judge, func(led *ledger) (idleCandidate, bool, *provider.RunRef) {
+		idleFor := now.Sub(led.lastRun)
 		idle := !led.sealing && led.tainted == "" && led.inflight == 0 && led.releasedN >= led.written &&
-			led.entries > 0 && now.Sub(led.lastRun) >= p.cfg.IdleSeal
-		if idle {
-			cands = append(cands, idleCandidate{led: led, entries: led.entries, committed: led.committed,
-				end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge})
+			led.entries > 0 && idleFor >= p.idleSealAfter(led.stream)
+		if !idle {
+			return idleCandidate{}, false, nil
 		}
-		led.mu.Unlock()
-	}
-	p.mu.Unlock()
-	if len(cands) == 0 {
-		return 0, nil
-	}
-	// Map order is random; a fixed one lets a simulated pass replay.
-	slices.SortFunc(cands, func(a, b idleCandidate) int { return cmp.Compare(a.led.id, b.led.id) })
-	var runs []provider.RunRef
-	var judged []int
-	for i, cd := range cands {
-		if cd.committed && !cd.old {
-			runs = append(runs, provider.RunRef{Stream: cd.led.stream, Epoch: cd.led.epoch, Token: cd.led.token,
-				End: cd.end, Committed: true})
-			judged = append(judged, i)
+		cd := idleCandidate{led: led, entries: led.entries, committed: led.committed,
+			end: led.committedEnd, old: now.Sub(led.created) > p.cfg.MaxLedgerAge, early: idleFor < p.cfg.IdleSeal}
+		if !cd.committed || cd.old {
+			return cd, true, nil // sealed whatever the judge says
 		}
-	}
-	retired := make([]bool, len(cands))
-	if len(runs) > 0 {
-		verdicts, err := judge(ctx, runs)
-		if err != nil {
-			return 0, fmt.Errorf("nereus/bkwal: judging idle ledgers: %w", err)
-		}
-		for k, i := range judged {
-			retired[i] = verdicts[k] == provider.RunRetired
-		}
+		return cd, true, &provider.RunRef{Stream: led.stream, Epoch: led.epoch, Token: led.token, End: cd.end, Committed: true}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("nereus/bkwal: judging idle ledgers: %w", err)
 	}
 	asked := 0
 	for i, cd := range cands {
@@ -111,6 +91,8 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 			reason = "idle_uncommitted"
 		case cd.old:
 			reason = "idle_age_limit"
+		case retired[i] && cd.early && !p.takeRetentionRoll(now):
+			continue // the churn floor (rollage.go): a later pass, or IdleSeal
 		case retired[i]:
 			reason = "idle_retired"
 		default:
@@ -131,4 +113,22 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 		signal(l.wakeSub)
 	}
 	return asked, nil
+}
+
+// idleSealAfter is how long a stream's current ledger must have taken no
+// run before a pass may seal it: IdleSeal, or twice the stream's hinted
+// time retention if that is shorter (never under MinRollAge) — by then
+// retention has trimmed, or deletion retired, all of a ledger nobody
+// writes, and waiting the full IdleSeal would only keep its bytes (a
+// deleted topic's last ledgers, measured: docs/notes/issue-9.md, session
+// 14). The judge still decides: a ledger holding a needed run stays open.
+// Called with p.mu held (lanes).
+func (p *Provider) idleSealAfter(stream uint64) time.Duration {
+	d := p.cfg.IdleSeal
+	if l := p.lanes[stream]; l != nil {
+		if r := time.Duration(l.retention.Load()); r > 0 {
+			d = min(d, max(2*r, p.cfg.MinRollAge))
+		}
+	}
+	return d
 }

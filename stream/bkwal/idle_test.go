@@ -18,7 +18,7 @@ import (
 // limits (one ledger per session for these tests) and a tiny idle seal.
 func (f *fixture) idleCore(t *testing.T, writer string, idle time.Duration) (*stream.Core, *bkwal.Provider) {
 	t.Helper()
-	p := f.provider(t, writer, func(c *bkwal.Config) { c.IdleSeal = idle })
+	p := f.provider(t, writer, func(c *bkwal.Config) { c.IdleSeal, c.MinRollAge = idle, time.Nanosecond })
 	lc := testLC()
 	lc.GCGrace = time.Millisecond
 	c, err := stream.Open(ctxT(t), stream.Config{Metadata: f.meta, BookKeeperWAL: p, ObjectStore: objmem.New(), WriterID: writer,

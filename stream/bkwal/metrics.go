@@ -30,6 +30,7 @@ type providerMetrics struct {
 	taints        metric.Int64Counter     // ledgers tainted (their tail is never reused), by cause
 	ledgersFinal  metric.Int64Counter     // ledgers finalized (sealed, released and settled)
 	ledgersDelete metric.Int64Counter     // ledgers physically deleted (none of their runs committed)
+	rollsDeferred metric.Int64Counter     // retention rolls put off by the churn floor's rate (rollage.go)
 }
 
 func newProviderMetrics(m metric.Meter) *providerMetrics {
@@ -62,15 +63,16 @@ func newProviderMetrics(m metric.Meter) *providerMetrics {
 		taints:        counter("nereus.bkwal.taints", "{ledger}", "ledgers tainted so their tail is never reused, by cause"),
 		ledgersFinal:  counter("nereus.bkwal.ledgers_finalized", "{ledger}", "ledgers sealed, released and settled"),
 		ledgersDelete: counter("nereus.bkwal.ledgers_deleted", "{ledger}", "ledgers physically deleted (no committed run)"),
+		rollsDeferred: counter("nereus.bkwal.retention_rolls_deferred", "{run}", "runs that went into a ledger due to roll for retention because the churn floor's rate was used up"),
 	}
 	// Every family is exported from the start (at zero), so dashboards and
 	// alerts see "none yet" rather than "no such metric".
 	for _, c := range []metric.Int64Counter{pm.runs, pm.entries, pm.bytes, pm.failedRuns, pm.ledgersOpened,
-		pm.ledgersFailed, pm.ledgersFinal, pm.ledgersDelete} {
+		pm.ledgersFailed, pm.ledgersFinal, pm.ledgersDelete, pm.rollsDeferred} {
 		c.Add(bg, 0)
 	}
 	for _, r := range []string{"new_append_session", "tainted", "entry_limit", "byte_limit", "age_limit",
-		"idle_retired", "idle_uncommitted", "idle_age_limit", "retired_prefix"} {
+		"idle_retired", "idle_uncommitted", "idle_age_limit", "retired_prefix", "retention_age"} {
 		pm.rollovers.Add(bg, 0, metric.WithAttributes(attribute.String("reason", r)))
 	}
 	for _, c := range []string{"stream_pointer", "append_refused", "add_failed"} {

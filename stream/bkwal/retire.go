@@ -1,10 +1,8 @@
 package bkwal
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -24,7 +22,10 @@ import (
 // soon as the rest of it is retired too. A stream with a retention of R thus
 // rolls its ledger about every R plus a retention and a GC interval, and its
 // bookies hold about two ledgers of that length rather than everything up
-// to the size limit.
+// to the size limit. (The retention-age roll, rollage.go, rolls a busy
+// stream's ledger sooner, at R/2, once the core has hinted R; this one
+// covers streams without a hint: size retention, a trim, a generation.)
+// Both go through the churn floor (rollage.go).
 //
 // Safety: the mark deletes nothing and changes no committed location; it
 // only moves the next run to a new ledger, which the size limit does too.
@@ -36,45 +37,26 @@ import (
 // markRetiredPrefixes marks the current ledgers whose first committed run
 // the core judges retired (see above). It returns how many it marked.
 func (p *Provider) markRetiredPrefixes(ctx context.Context, judge provider.Judge) (int, error) {
-	type cand struct {
-		led *ledger
-		ref provider.RunRef
-	}
-	var cands []cand
-	p.mu.Lock()
-	for _, led := range p.ledgers {
-		led.mu.Lock()
-		if !led.sealing && led.tainted == "" && led.hasFirst && !led.rollDue {
-			cands = append(cands, cand{led: led, ref: provider.RunRef{Stream: led.stream, Epoch: led.epoch, Token: led.token,
-				End: led.firstEnd, Committed: true}})
+	cands, retired, err := judgeCurrent(ctx, p, judge, func(led *ledger) (*ledger, bool, *provider.RunRef) {
+		if led.sealing || led.tainted != "" || !led.hasFirst || led.rollDue {
+			return nil, false, nil
 		}
-		led.mu.Unlock()
-	}
-	p.mu.Unlock()
-	if len(cands) == 0 {
-		return 0, nil
-	}
-	// Map order is random; a fixed one lets a simulated pass replay.
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.led.id, b.led.id) })
-	refs := make([]provider.RunRef, len(cands))
-	for i, cd := range cands {
-		refs[i] = cd.ref
-	}
-	verdicts, err := judge(ctx, refs)
+		return led, true, &provider.RunRef{Stream: led.stream, Epoch: led.epoch, Token: led.token, End: led.firstEnd, Committed: true}
+	})
 	if err != nil {
 		return 0, fmt.Errorf("nereus/bkwal: judging current ledgers' first runs: %w", err)
 	}
 	marked := 0
-	for i, cd := range cands {
-		if verdicts[i] != provider.RunRetired {
+	for i, led := range cands {
+		if !retired[i] {
 			continue
 		}
-		cd.led.mu.Lock()
-		if !cd.led.rollDue {
-			cd.led.rollDue = true
+		led.mu.Lock()
+		if !led.rollDue {
+			led.rollDue = true
 			marked++
 		}
-		cd.led.mu.Unlock()
+		led.mu.Unlock()
 	}
 	return marked, nil
 }

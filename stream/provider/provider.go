@@ -283,3 +283,19 @@ type Adopted interface {
 	Recover(ctx context.Context, settle func(ctx context.Context, in Intent) (committed bool, err error)) error
 	Close(ctx context.Context) error
 }
+
+// RetentionHinter is implemented by providers whose physical units would
+// otherwise hold a stream's bytes much longer than its retention: a unit is
+// reclaimed whole, so one that spans more than the retention keeps retired
+// bytes until its newest run is retired too. The core calls HintRetention
+// for the streams it owns as it enforces retention (every retention pass,
+// and with 0 once a stream has no time retention), so a provider can bound
+// how long one unit takes a stream's runs.
+//
+// A hint is advisory and shapes layout only: it never retires anything (the
+// Judge alone decides what is unneeded) and a provider may ignore it. It
+// must be cheap and must not block: the core calls it for every owned
+// stream on every pass.
+type RetentionHinter interface {
+	HintRetention(stream uint64, timeRetention time.Duration)
+}
