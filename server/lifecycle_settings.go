@@ -46,6 +46,11 @@ type LifecycleSettings struct {
 	// GCAdoptScanInterval how often GC looks for such writers (default 1m).
 	GCAdoptAfter        time.Duration
 	GCAdoptScanInterval time.Duration
+	// GenerationReadAhead, when > 0, bounds the generation bytes a
+	// catch-up reader may have fetched ahead and not yet read; 0 (the
+	// default) turns read-ahead off (stream.LifecycleConfig.
+	// GenerationReadAheadBytes says when it is used and why it is off).
+	GenerationReadAhead int64
 }
 
 // DefaultLifecycleSettings returns the core's defaults.
@@ -69,6 +74,9 @@ func (l LifecycleSettings) validate() []error {
 	if l.MaterializeMaxLag < 0 {
 		errs = append(errs, fmt.Errorf("materialize-max-lag %d must not be negative", l.MaterializeMaxLag))
 	}
+	if l.GenerationReadAhead < 0 {
+		errs = append(errs, fmt.Errorf("generation-read-ahead %d must not be negative", l.GenerationReadAhead))
+	}
 	if l.MaterializeConcurrency <= 0 {
 		errs = append(errs, fmt.Errorf("materialize-concurrency %d must be positive", l.MaterializeConcurrency))
 	}
@@ -84,12 +92,13 @@ func (l LifecycleSettings) coreLifecycle() stream.LifecycleConfig {
 	return stream.LifecycleConfig{GenerationBytes: l.GenerationBytes, GenerationMaxAge: l.GenerationMaxAge,
 		MaterializeConcurrency: int(l.MaterializeConcurrency), GCInterval: l.GCInterval, GCGrace: l.GCGrace,
 		GCDryRun: l.GCDryRun, GCDisabled: l.GCDisabled, LeaseTTL: l.LeaseTTL, MaxMaterializeLag: maxLag,
-		AdoptScanInterval: l.GCAdoptScanInterval}
+		AdoptScanInterval: l.GCAdoptScanInterval, GenerationReadAheadBytes: l.GenerationReadAhead}
 }
 
 var lifecycleSettings = []setting{
 	bytesSetting("generation-bytes", "target size of a generation object (read-optimized copy of a committed range)", func(c *Config) *int64 { return &c.Lifecycle.GenerationBytes }),
 	durSetting("generation-max-age", "materialize a smaller range once its oldest commit is this old", func(c *Config) *time.Duration { return &c.Lifecycle.GenerationMaxAge }),
+	bytesSetting("generation-read-ahead", "bytes of generation objects a catch-up reader may fetch ahead, only where the page cache does not hold them; 0: off", func(c *Config) *int64 { return &c.Lifecycle.GenerationReadAhead }),
 	bytesSetting("materialize-max-lag", "refuse appends (retriable) to a stream with more than this much payload not yet materialized; 0: no bound", func(c *Config) *int64 { return &c.Lifecycle.MaterializeMaxLag }),
 	intSetting("materialize-concurrency", "parallel materialization tasks", func(c *Config) *int64 { return &c.Lifecycle.MaterializeConcurrency }),
 	durSetting("gc-interval", "how often physical GC runs", func(c *Config) *time.Duration { return &c.Lifecycle.GCInterval }),

@@ -125,3 +125,19 @@ func TestLifecycleDefaultsMatchCore(t *testing.T) {
 		t.Fatalf("lifecycle settings not applied: %+v", l)
 	}
 }
+
+// --generation-read-ahead reaches the core's config; a negative one is refused.
+func TestGenerationReadAheadSetting(t *testing.T) {
+	cfg, err := LoadConfig(parseFlags(t, "--generation-read-ahead", "128MiB"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Lifecycle.coreLifecycle().GenerationReadAheadBytes; got != 128<<20 {
+		t.Fatalf("GenerationReadAheadBytes = %d, want %d", got, 128<<20)
+	}
+	l := DefaultLifecycleSettings()
+	l.GenerationReadAhead = -1
+	if errs := l.validate(); len(errs) != 1 {
+		t.Fatalf("validate of a negative read-ahead: %v, want one error", errs)
+	}
+}
