@@ -56,36 +56,27 @@ func (r *commitReady) empty() bool {
 // of effects, and rewriting every (pointer-bearing) field each time cost a
 // write barrier per field whenever the Go GC was marking.
 func (r *commitReady) reset() {
-	if len(r.logs) > 0 {
-		clear(r.logs)
-		r.logs = r.logs[:0]
-	}
-	if len(r.writes) > 0 {
-		clear(r.writes)
-		r.writes = r.writes[:0]
-	}
-	if len(r.committedRuns) > 0 {
-		clear(r.committedRuns)
-		r.committedRuns = r.committedRuns[:0]
-	}
-	if len(r.releases) > 0 {
-		clear(r.releases)
-		r.releases = r.releases[:0]
-	}
-	if len(r.resolves) > 0 {
-		clear(r.resolves)
-		r.resolves = r.resolves[:0]
-	}
-	if len(r.mutDone) > 0 {
-		clear(r.mutDone)
-		r.mutDone = r.mutDone[:0]
-	}
+	truncate(&r.logs)
+	truncate(&r.writes)
+	truncate(&r.committedRuns)
+	truncate(&r.releases)
+	truncate(&r.resolves)
+	truncate(&r.mutDone)
 	if r.probe != nil {
 		r.probe = nil
 	}
 	r.headChanged, r.kick, r.materialize, r.drop = false, false, false, false
 	r.wakeAtMs = 0
 	r.counters = machineCounters{}
+}
+
+// truncate empties *s for reuse, clearing its elements so nothing is
+// retained; it writes *s only when there was something to clear (see reset).
+func truncate[T any](s *[]T) {
+	if len(*s) > 0 {
+		clear(*s)
+		*s = (*s)[:0]
+	}
 }
 
 // logLine is a diagnostic the driver forwards to the logger.

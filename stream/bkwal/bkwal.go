@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"golang.org/x/time/rate"
 
 	"github.com/nereusstream/nereus-go/bookkeeper"
 	"github.com/nereusstream/nereus-go/bookkeeper/namespace"
@@ -200,8 +201,7 @@ type Provider struct {
 	met     *providerMetrics
 	reclaim reclaimState
 
-	rollMu    sync.Mutex
-	rolls     rollBucket // retention rolls' budget (rollage.go)
+	rolls     *rate.Limiter // retention rolls' budget (rollage.go)
 	unobserve func()
 
 	// Health: degraded from a failed run until the next run succeeds.
@@ -255,7 +255,8 @@ func Open(cfg Config) (*Provider, error) {
 	inc := incarnationID(r)
 	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]), rt: r,
 		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}, hints: map[uint64]int64{}}
-	p.rolls.rate = cfg.MaxRetentionRolls
+	// Burst: one second's worth (at least one roll).
+	p.rolls = rate.NewLimiter(rate.Limit(cfg.MaxRetentionRolls), int(max(cfg.MaxRetentionRolls, 1)))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.readers = newReaderCache(cfg.ReaderCache)
 	p.met = newProviderMetrics(cfg.Meter)

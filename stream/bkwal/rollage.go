@@ -70,32 +70,10 @@ func (l *lane) retentionRollDue(c *ledger, now time.Time) string {
 	return ""
 }
 
-// rollBucket is the provider-wide budget of retention rolls (see above).
-type rollBucket struct {
-	rate   float64 // tokens per second
-	tokens float64
-	last   time.Time
-}
-
-// take reports whether a retention roll may happen now.
+// takeRetentionRoll reports whether a retention roll may happen now: it
+// takes a token from the provider-wide budget (see above).
 func (p *Provider) takeRetentionRoll(now time.Time) bool {
-	p.rollMu.Lock()
-	defer p.rollMu.Unlock()
-	b := &p.rolls
-	burst := max(b.rate, 1)
-	if b.last.IsZero() {
-		b.tokens = burst
-	} else if dt := now.Sub(b.last).Seconds(); dt > 0 {
-		b.tokens = min(burst, b.tokens+dt*b.rate)
-	}
-	if !now.Before(b.last) {
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return p.rolls.AllowN(now, 1)
 }
 
 // openLedgerBytes sums the bytes sent to this incarnation's ledgers that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -300,12 +302,7 @@ func (p *Provider) noteUnreadable(ctx context.Context, op, key string, size int6
 // pending units, in key order.
 func (p *Provider) reportUnreadable(rep *provider.ReclaimReport) {
 	p.mu.Lock()
-	keys := make([]string, 0, len(p.unreadable))
-	for k := range p.unreadable {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(p.unreadable)) {
 		u := p.unreadable[k]
 		p.addPending(rep, k, u.size, "unreadable, kept until it can be read (nothing is deleted without proof): "+u.reason)
 	}
