@@ -191,7 +191,7 @@ func (w *writer) apply(op metadata.Op) metadata.Result {
 			w.live -= cur.liveBytes()
 		}
 		w.live += e.liveBytes()
-		w.s.work.ReplaceOrInsert(e)
+		insert(w.s.work, e)
 		w.changed = true
 		w.events = append(w.events, metadata.Event{Kind: metadata.EventPut, Key: op.Key, Version: w.version})
 		return metadata.Result{Version: w.version}
@@ -211,7 +211,7 @@ func (w *writer) delete(cur *entry) {
 		w.record(recDelete, 0, cur.key, nil)
 	}
 	w.live -= cur.liveBytes()
-	w.s.work.Delete(cur)
+	remove(w.s.work, cur.key)
 	w.changed = true
 	w.events = append(w.events, metadata.Event{Kind: metadata.EventDelete, Key: cur.key})
 }
@@ -221,7 +221,7 @@ func (w *writer) delete(cur *entry) {
 // and a node holds a handful of them).
 func (w *writer) purge(session metadata.SessionID) {
 	var doomed []*entry
-	w.s.work.Ascend(func(e *entry) bool {
+	ascend(w.s.work, func(e *entry) bool {
 		if e.session == session {
 			doomed = append(doomed, e)
 		}

@@ -111,7 +111,7 @@ func (s *Store) compact(gen uint64) {
 
 func countPersistent(t *tree) int {
 	n := 0
-	t.Ascend(func(e *entry) bool {
+	ascend(t, func(e *entry) bool {
 		if e.session == 0 {
 			n++
 		}
@@ -128,7 +128,7 @@ func encodeSnapshot(st snapshotState) []byte {
 	b = append(b, make([]byte, frameHeaderSize)...)
 	b = appendRecord(b, recEpoch, metadata.Version(st.epoch), "", nil)
 	b = appendRecord(b, recVersion, st.version, "", nil)
-	st.tree.Ascend(func(e *entry) bool {
+	ascend(st.tree, func(e *entry) bool {
 		if e.session == 0 {
 			b = appendRecord(b, recPut, e.version, e.key, e.value)
 		}

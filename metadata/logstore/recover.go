@@ -29,9 +29,9 @@ func (st *replayState) apply(r logRecord) error {
 	}
 	switch r.kind {
 	case recPut:
-		st.tree.ReplaceOrInsert(&entry{key: string(r.key), version: r.version, value: slices.Clone(r.value)})
+		insert(st.tree, &entry{key: string(r.key), version: r.version, value: slices.Clone(r.value)})
 	case recDelete:
-		st.tree.Delete(&entry{key: string(r.key)})
+		remove(st.tree, string(r.key))
 	case recEpoch:
 		st.epoch = max(st.epoch, uint64(r.version))
 	}
@@ -138,7 +138,7 @@ func (s *Store) recover() error {
 	}
 	s.log = l
 	s.work, s.version, s.sessionEpoch = st.tree, st.version, epoch
-	s.work.Ascend(func(e *entry) bool {
+	ascend(s.work, func(e *entry) bool {
 		s.live += e.liveBytes()
 		return true
 	})

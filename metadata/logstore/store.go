@@ -226,7 +226,8 @@ func (s *Store) RangeScan(ctx context.Context, min, max string, limit int) ([]me
 	if min == max {
 		return out, nil
 	}
-	s.view.Load().AscendRange(&entry{key: min}, &entry{key: max}, func(e *entry) bool {
+	s.view.Load().AscendRange(item{key: min}, item{key: max}, func(it item) bool {
+		e := it.e
 		if limit > 0 && len(out) >= limit {
 			return false
 		}
