@@ -51,6 +51,7 @@ import (
 // name's fsync; this file keeps that order and only moves the fsync earlier
 // in time relative to the rest of the commit.
 type deferredDirs struct {
+	root    string // objects/: a pruned directory's removal is synced in its nearest existing ancestor
 	mu      sync.Mutex
 	pending map[string]uint64 // directory -> deferred renames into it so far
 	err     error             // sticky: a pending directory's fsync failed
@@ -100,7 +101,7 @@ func (d *deferredDirs) syncSnapshot(snap map[string]uint64) error {
 	}
 	errs := make(chan error, len(snap))
 	for dir := range snap {
-		go func() { errs <- syncDir(dir) }()
+		go func() { errs <- syncDirOrPruned(dir, d.root) }()
 	}
 	var err error
 	for range snap {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,29 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsstore: sync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// syncDirOrPruned fsyncs dir, an object directory under root (objects/). A
+// directory can vanish before its fsync: pruneEmptyDirs removes one as soon
+// as a Delete leaves it empty, without holding the locks of the other keys
+// it held (a Delete of a sibling key, or a DeferSync Put's later directory
+// sync). rmdir succeeds only on an empty directory, so every entry change
+// made in dir had already happened when it was removed; syncing the nearest
+// ancestor that still exists makes that removal durable, and after a crash
+// the directory, with whatever its entries were, is gone. Any other error,
+// and a missing root, is returned as is.
+func syncDirOrPruned(dir, root string) error {
+	for {
+		err := syncDir(dir)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || dir == root {
+			return err
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir || !strings.HasPrefix(parent, root) {
+			return err
+		}
+		dir = parent
+	}
 }
 
 // writeFileSync writes data to a new file at path and syncs it.

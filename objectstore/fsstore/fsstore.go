@@ -67,6 +67,7 @@ func Open(dir string) (*Store, error) {
 		objectsDir:  filepath.Join(root, "objects"),
 		durableDirs: make(map[string]uint64),
 	}
+	s.deferred.root = s.objectsDir
 	created := false
 	for _, d := range []string{root, s.objectsDir, s.metaDir(), s.locksDir(), s.tmpRoot()} {
 		err := os.Mkdir(d, 0o755)
@@ -742,7 +743,7 @@ func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.U
 		unlinked = nil
 	}
 	crashPoint("unlinked")
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDirOrPruned(filepath.Dir(path), s.objectsDir); err != nil {
 		return fmt.Errorf("fsstore: %q: deleted but directory sync failed (outcome unknown): %v", key, err)
 	}
 	reusable = true
