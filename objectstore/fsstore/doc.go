@@ -30,7 +30,9 @@
 // fully synced one.
 //
 // Invariant C2: once Put or Delete returns nil, its effect survives a crash.
-// After the rename (or unlink) the containing directory is fsynced, and
+// After the rename (or unlink) the containing directory is fsynced — or,
+// when a concurrent Delete pruned it as empty, its nearest existing
+// ancestor, which makes that removal durable (syncDirOrPruned) — and
 // every directory on the key's path was made durable in its parent before
 // the object was published into it (a directory found already existing is
 // treated as durable only after this Store synced its parent once).

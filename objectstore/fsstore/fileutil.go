@@ -48,11 +48,9 @@ func syncDirOrPruned(dir, root string) error {
 		if err == nil || !errors.Is(err, fs.ErrNotExist) || dir == root {
 			return err
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir || !strings.HasPrefix(parent, root) {
-			return err
+		if dir = filepath.Dir(dir); !strings.HasPrefix(dir, root) {
+			return err // not under root: never sync outside the store
 		}
-		dir = parent
 	}
 }
 

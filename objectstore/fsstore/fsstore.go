@@ -689,7 +689,9 @@ func inode(fi fs.FileInfo) uint64 {
 
 // Delete implements objectstore.ObjectStore. Conditional deletes compare the
 // version under the key's shard lock. After the unlink the directory is
-// fsynced; empty parent directories are then pruned (best effort).
+// fsynced (its nearest existing ancestor if a sibling's Delete pruned it
+// meanwhile, syncDirOrPruned); empty parent directories are then pruned
+// (best effort).
 func (s *Store) Delete(ctx context.Context, key string, ifVersion *objectstore.UpdateVersion) error {
 	if err := s.enter(); err != nil {
 		return err
