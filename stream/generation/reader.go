@@ -35,6 +35,7 @@ type Reader struct {
 	hits, misses            atomic.Int64
 	aheadStarted, aheadHits atomic.Int64
 	aheadCached             atomic.Int64 // read-aheads not started: the span was in memory
+	footersAhead            atomic.Int64 // FooterAhead loads started
 }
 
 type cacheItem struct {
@@ -65,6 +66,8 @@ type ReaderStats struct {
 	// ReadAheadsCached counts read-aheads not started because the store
 	// said the span was in memory already (objectstore.CacheProber).
 	ReadAheadsCached int64
+	// FootersAhead counts footer loads started by FooterAhead.
+	FootersAhead int64
 }
 
 // NewReader returns a Reader over store whose footer cache holds at most
@@ -429,7 +432,7 @@ func (r *Reader) Stats() ReaderStats {
 	defer r.mu.Unlock()
 	return ReaderStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Footers: len(r.items), Bytes: r.used,
 		ReadAheads: r.aheadStarted.Load(), ReadAheadHits: r.aheadHits.Load(), ReadAheadBytes: r.aheadBytes,
-		ReadAheadsCached: r.aheadCached.Load()}
+		ReadAheadsCached: r.aheadCached.Load(), FootersAhead: r.footersAhead.Load()}
 }
 
 func (r *Reader) insertLocked(key string, f *Footer) {
