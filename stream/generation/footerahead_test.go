@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/memstore"
@@ -27,21 +26,8 @@ func (s *footerStore) GetRange(ctx context.Context, key string, off, n int64) ([
 	return s.ObjectStore.GetRange(ctx, key, off, n)
 }
 
-// waitFooters waits (bounded) until fs saw a GET more than before and no
-// footer load of r is in flight.
-func waitFooters(t *testing.T, r *Reader, fs *footerStore, before int64) {
-	t.Helper()
-	for range 2000 {
-		r.mu.Lock()
-		n := len(r.loading)
-		r.mu.Unlock()
-		if n == 0 && fs.gets.Load() > before {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("footer load still in flight")
-}
+// waitFooters waits until every FooterAhead goroutine of r is done.
+func waitFooters(r *Reader) { r.footersAheadWG.Wait() }
 
 // TestFooterAhead: FooterAhead loads a footer that is not cached, so the
 // first Read of the object costs no footer GET of its own; on a cached
@@ -56,7 +42,7 @@ func TestFooterAhead(t *testing.T) {
 	r := NewReader(fs, 1<<20)
 
 	r.FooterAhead(ctx, objs[0].key, objs[0].info)
-	waitFooters(t, r, fs, 0)
+	waitFooters(r)
 	if st := r.Stats(); st.Footers != 1 || st.FootersAhead != 1 {
 		t.Fatalf("after FooterAhead: %+v", st)
 	}
@@ -76,7 +62,7 @@ func TestFooterAhead(t *testing.T) {
 	fs.lose.Store(1)
 	gets = fs.gets.Load()
 	r.FooterAhead(ctx, objs[1].key, objs[1].info)
-	waitFooters(t, r, fs, gets)
+	waitFooters(r)
 	if st := r.Stats(); st.Footers != 1 {
 		t.Fatalf("a lost footer load was cached: %+v", st)
 	}
@@ -89,9 +75,8 @@ func TestFooterAhead(t *testing.T) {
 	if _, err := fs.Put(ctx, objs[2].key, other, objectstore.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gets = fs.gets.Load()
 	r.FooterAhead(ctx, objs[2].key, objs[2].info)
-	waitFooters(t, r, fs, gets)
+	waitFooters(r)
 	r.mu.Lock()
 	_, cached := r.items[objs[2].key]
 	r.mu.Unlock()

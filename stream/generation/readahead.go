@@ -271,7 +271,9 @@ func (r *Reader) FooterAhead(ctx context.Context, key string, info Info) {
 	}
 	r.footersAhead.Add(1)
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+	r.footersAheadWG.Add(1)
 	go func() {
+		defer r.footersAheadWG.Done()
 		defer cancel()
 		_, _ = r.Footer(gctx, key, info)
 	}()

@@ -34,8 +34,9 @@ type Reader struct {
 
 	hits, misses            atomic.Int64
 	aheadStarted, aheadHits atomic.Int64
-	aheadCached             atomic.Int64 // read-aheads not started: the span was in memory
-	footersAhead            atomic.Int64 // FooterAhead loads started
+	aheadCached             atomic.Int64   // read-aheads not started: the span was in memory
+	footersAhead            atomic.Int64   // FooterAhead loads started
+	footersAheadWG          sync.WaitGroup // FooterAhead goroutines (tests wait for them)
 }
 
 type cacheItem struct {
