@@ -285,9 +285,14 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 // read is about to use, when d is a generation object whose footer is not
 // cached (generation.Reader.FooterAhead): a catch-up that crosses into it
 // then finds the footer in hand instead of waiting for a small read from
-// the device at the object's first read. A no-op for other sources.
+// the device at the object's first read. A no-op for other sources, and
+// under the deterministic simulator (the load runs in a goroutine of its
+// own, as read-ahead's GETs do: only on the real runtime).
 func (c *Core) footerAhead(ctx context.Context, d descriptor) {
 	if c.gens == nil || d.Provider != generationProvider || len(d.Parts) != 1 {
+		return
+	}
+	if _, real := c.cfg.runtime.(realRuntime); !real {
 		return
 	}
 	if t, err := decodeGenTarget(d.Parts[0].Target); err == nil {
