@@ -350,15 +350,7 @@ func (p *Provider) Name() string { return Name }
 // Write implements provider.Provider. It blocks only for the wal producer's
 // in-flight budget (backpressure).
 func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
-	records := make([][]byte, 0, len(run.Entries)+1)
-	records = append(records, encodeRunHeader(run))
-	for _, e := range run.Entries {
-		rec := make([]byte, 0, len(e.Payload)+16)
-		rec = binary.AppendUvarint(rec, uint64(e.RecordCount))
-		rec = binary.AppendVarint(rec, e.Timestamp)
-		rec = append(rec, e.Payload...)
-		records = append(records, rec)
-	}
+	records := runRecords(run)
 	p.mu.Lock()
 	prod, fatal := p.prod, p.fatal
 	if fatal == nil {
@@ -389,6 +381,34 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 		p.onProducerError(prod, err)
 		done(nil, fmt.Errorf("objectwal: %w", err))
 	}
+}
+
+// runRecords is a run's WAL records: its header, then one record per entry
+// (record count, timestamp, payload). All of them are cut from one buffer
+// sized for the largest encoding, so a run costs two allocations (the
+// buffer and the slice of records) instead of one growing buffer per
+// record; with one append per stream per round, those allocations were
+// per append. Each record is a capacity-clipped slice of the buffer, and
+// the buffer is never written again once a record is cut from it, so a
+// record's bytes are exactly what its own encoding wrote (the wal producer
+// holds the records until their segment is uploaded).
+func runRecords(run provider.Run) [][]byte {
+	size := runHeaderMaxLen
+	for _, e := range run.Entries {
+		size += 2*binary.MaxVarintLen64 + len(e.Payload)
+	}
+	buf := make([]byte, 0, size)
+	records := make([][]byte, 0, len(run.Entries)+1)
+	buf = appendRunHeader(buf, run)
+	records = append(records, buf[:len(buf):len(buf)])
+	for _, e := range run.Entries {
+		start := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(e.RecordCount))
+		buf = binary.AppendVarint(buf, e.Timestamp)
+		buf = append(buf, e.Payload...)
+		records = append(records, buf[start:len(buf):len(buf)])
+	}
+	return records
 }
 
 // testHookAppended, when set (tests only), runs between a write's Append
@@ -811,7 +831,7 @@ const (
 // encodeRunMeta is the manifest RecordMeta payload: the run's identity and
 // offsets, i.e. the commit intent.
 func encodeRunMeta(run provider.Run) []byte {
-	w := bin.Writer{}
+	w := bin.Writer{B: make([]byte, 0, runMetaMaxLen)}
 	w.U8(runMetaV1)
 	w.U64(run.Stream)
 	w.Uvarint(run.Epoch)
@@ -840,8 +860,17 @@ func decodeRunMeta(b []byte) (provider.Run, error) {
 	return run, nil
 }
 
-func encodeRunHeader(run provider.Run) []byte {
-	w := bin.Writer{}
+// runMetaMaxLen and runHeaderMaxLen bound encodeRunMeta's and
+// appendRunHeader's output (version or magic, two fixed 8-byte fields, four
+// varints, and the meta's CRC32C), so each is written into one allocation.
+const (
+	runMetaMaxLen   = 1 + 2*8 + 4*binary.MaxVarintLen64 + 4
+	runHeaderMaxLen = len(runHeaderMagic) + 2*8 + 4*binary.MaxVarintLen64
+)
+
+// appendRunHeader appends a run's header record to b.
+func appendRunHeader(b []byte, run provider.Run) []byte {
+	w := bin.Writer{B: b}
 	w.Raw([]byte(runHeaderMagic))
 	w.U64(run.Stream)
 	w.Uvarint(run.Epoch)
@@ -897,7 +926,7 @@ type target struct {
 }
 
 func encodeTarget(pl wal.Placement, entries int) provider.Target {
-	w := bin.Writer{}
+	w := bin.Writer{B: make([]byte, 0, 1+4*binary.MaxVarintLen64+len(pl.Location))}
 	w.U8(targetV1)
 	w.String(pl.Location)
 	w.Uvarint(uint64(pl.Offset))
