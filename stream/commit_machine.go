@@ -75,6 +75,8 @@ type commitMachine struct {
 	confirmedThrough int64
 	// itemChunk: the array newIndexItem takes toIndex's items from.
 	itemChunk []indexItem
+	// partChunk: the array newParts takes descriptors' Parts from.
+	partChunk []part
 	// Running totals over the unconfirmed items of toIndex (indexDue is
 	// asked at least twice per stream per round; walking toIndex for it
 	// touched every item's descriptor each time).
@@ -629,6 +631,30 @@ func (m *commitMachine) newIndexItem(d descriptor, inherited bool) *indexItem {
 	return &m.itemChunk[len(m.itemChunk)-1]
 }
 
+// partChunkLen is how many parts newParts allocates at once: a WAL
+// descriptor has one part per run its commit carried, which with one
+// append in flight per stream is one, so a chunk serves about eight commits.
+const partChunkLen = 8
+
+// newParts returns an empty Parts list with room for exactly n parts, cut
+// from the machine's current chunk: one allocation per ~8 commits instead
+// of one per commit. The slots [len, len+n) of the chunk are reserved for
+// the caller alone (the chunk's length moves past them), and the returned
+// slice's capacity is clipped to n, so filling it writes only those slots
+// and any later append to it (mergeDescriptors builds a new list anyway)
+// reallocates instead of writing into another descriptor's parts. A
+// descriptor's Parts never change once it is in a head, and chunks are
+// never reused, so a chunk lives until every descriptor cut from it is
+// gone.
+func (m *commitMachine) newParts(n int) []part {
+	if cap(m.partChunk)-len(m.partChunk) < n {
+		m.partChunk = make([]part, 0, max(partChunkLen, n))
+	}
+	at := len(m.partChunk)
+	m.partChunk = m.partChunk[:at+n]
+	return m.partChunk[at : at : at+n]
+}
+
 // addToIndex queues a committed run for index publication.
 func (m *commitMachine) addToIndex(it *indexItem) {
 	it.size = it.d.sizeHint()
@@ -916,7 +942,8 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = cas.one[:0]
 		}
 		d := descriptor{Start: m.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
-			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider}
+			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider,
+			Parts: m.newParts(ready)}
 		for _, op := range m.queue[:ready] {
 			op.sent = true
 			d.End = op.run.End()
