@@ -233,9 +233,10 @@ type Provider struct {
 
 	outstanding map[string]int               // segment -> runs written, not yet released
 	committed   map[string][]provider.RunRef // segment -> runs released as committed
-	// runsOf maps a durable run's target to its identity until the core
-	// releases it (so Release can record committed runs for reclaim.go).
-	runsOf map[string]provider.RunRef
+	// runsOf holds, per segment, the identities of the durable runs
+	// written through Write until the core releases them (so Release can
+	// record committed runs for reclaim.go).
+	runsOf map[string]*segmentRuns
 	// retained holds segments dropped from the manifest that hold
 	// committed runs: physical GC (reclaim.go) deletes them once the core
 	// judges every run retired.
@@ -285,7 +286,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
 		cache:       newRunCache(cfg.CacheBytes),
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
-		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
+		runsOf: map[string]*segmentRuns{}, retained: map[string]*retainedSegment{},
 		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
 		waitQ:      make(chan pendingWrite, cfg.WriteQueue),
 		unreadable: map[string]unreadableSegment{},
@@ -452,7 +453,12 @@ func (p *Provider) waiter() {
 		t := encodeTarget(pl, pw.d.Count()-1)
 		p.mu.Lock()
 		p.outstanding[pl.Location]++
-		p.runsOf[string(t)] = pw.ref
+		sr := p.runsOf[pl.Location]
+		if sr == nil {
+			sr = &segmentRuns{location: pl.Location, runs: map[int64]provider.RunRef{}}
+			p.runsOf[pl.Location] = sr
+		}
+		sr.runs[pl.Offset] = pw.ref
 		p.segBytes[pl.Location] = max(p.segBytes[pl.Location], pl.Offset+pl.Length)
 		last := first + uint64(pw.d.Count()) - 1
 		if !p.resolvedAny || last > p.resolvedThrough {
@@ -637,27 +643,64 @@ func TargetSegment(target provider.Target) (string, error) {
 	return tg.location, err
 }
 
+// segmentRuns is one segment's runs written through Write and not yet
+// released, by byte offset: a run is identified by its segment and offset
+// (two runs of a segment never start at the same byte, and the waiter is
+// the only place a target of this process's writes is made). Keyed so,
+// Release finds a run from its target's bytes without allocating (the map
+// keyed by the whole target needed a string copy of each target, and
+// decoding the target another of its location), and location is the
+// segment's canonical name for the other per-segment maps.
+type segmentRuns struct {
+	location string
+	runs     map[int64]provider.RunRef
+}
+
+// targetPlace is the segment and byte offset a target names, aliasing
+// target's bytes (no allocation); ok is false if it does not parse.
+func targetPlace(target provider.Target) (location []byte, offset int64, ok bool) {
+	r := bin.Reader{B: target}
+	if r.U8() != targetV1 {
+		return nil, 0, false
+	}
+	location = r.Bytes()
+	offset = int64(r.Uvarint())
+	return location, offset, r.Err() == nil
+}
+
 // Release implements provider.Provider.
 func (p *Provider) Release(target provider.Target, committed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if loc, off, ok := targetPlace(target); ok {
+		if sr := p.runsOf[string(loc)]; sr != nil {
+			if ref, known := sr.runs[off]; known {
+				delete(sr.runs, off)
+				if len(sr.runs) == 0 {
+					delete(p.runsOf, sr.location)
+				}
+				p.releaseLocked(sr.location, target, ref, committed)
+				return
+			}
+		}
+	}
 	tg, err := decodeTarget(target)
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.outstanding[tg.location]--; p.outstanding[tg.location] <= 0 {
-		delete(p.outstanding, tg.location)
+	// Not written through this process's Write: identity unknown, so
+	// reclaim.go must look it up before judging the segment.
+	p.releaseLocked(tg.location, target, provider.RunRef{Stream: ^uint64(0)}, committed)
+}
+
+// releaseLocked settles a released run of segment location (p.mu held).
+func (p *Provider) releaseLocked(location string, target provider.Target, ref provider.RunRef, committed bool) {
+	if p.outstanding[location]--; p.outstanding[location] <= 0 {
+		delete(p.outstanding, location)
 	}
-	ref, known := p.runsOf[string(target)]
-	delete(p.runsOf, string(target))
 	p.truncDirty = true
 	if committed {
-		if !known {
-			// Not written through this process's Write: identity unknown,
-			// so reclaim.go must look it up before judging the segment.
-			ref = provider.RunRef{Stream: ^uint64(0)}
-		}
-		p.committed[tg.location] = append(p.committed[tg.location], ref)
+		p.committed[location] = append(p.committed[location], ref)
 	} else {
 		p.cache.drop(string(target))
 	}
