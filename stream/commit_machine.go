@@ -208,22 +208,13 @@ const compactPendingAt = 32
 const unknownBackoffMs = int64(unknownBackoff / 1e6)
 
 func newCommitMachine(h *head, v metadata.Version, sess Session, providerName string, ttlMs int64, maxPendingRuns int) *commitMachine {
-	m := &commitMachine{}
-	m.init(h, v, sess, providerName, ttlMs, maxPendingRuns, &commitReady{}, &commitReady{})
-	return m
-}
-
-// init is newCommitMachine into m (the zero machine), with rd and spare
-// as its two effect batches (zero values): newOwner allocates the owner,
-// its machine and both batches as one object.
-func (m *commitMachine) init(h *head, v metadata.Version, sess Session, providerName string, ttlMs int64, maxPendingRuns int, rd, spare *commitReady) {
-	*m = commitMachine{
+	m := &commitMachine{
 		id: h.ID, headKey: headKey(h.ID), provider: providerName, sync: h.Profile == ObjectWALSyncObject, genSync: syncObject(h.Profile),
 		sessionTTLMs: ttlMs, maxPendingRuns: maxPendingRuns,
 		writerID: sess.WriterID, sess: sess, head: h, version: v,
 		projEnd: h.End, projCum: h.CommittedBytes, projProducers: h.Producers.Clone(),
 		nextCommit: h.Commits + 1, confirmedThrough: h.IndexedThrough,
-		rd: rd, spare: spare,
+		rd: &commitReady{}, spare: &commitReady{},
 	}
 	for _, d := range h.Pending {
 		m.addToIndex(m.newIndexItem(d, true))
@@ -231,6 +222,7 @@ func (m *commitMachine) init(h *head, v metadata.Version, sess Session, provider
 	if len(m.toIndex) > 0 {
 		m.out().kick = true
 	}
+	return m
 }
 
 // takeReady hands the accumulated effects to the driver (nil when there

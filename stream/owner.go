@@ -131,24 +131,12 @@ func (c *Core) dropOwner(o *owner) {
 	c.mu.Unlock()
 }
 
-// ownerBlock is an owner with its commit machine and the machine's two
-// effect batches, allocated as one object: the four are made together,
-// are used only through the owner (the batches move between the machine
-// and the owner's execute and back), and every append touches all of
-// them. As separate objects they were four cold places per append at
-// 10,000 streams and four objects for the Go GC to find and mark; a
-// pointer to any of them keeps the whole block alive.
-type ownerBlock struct {
-	o     owner
-	m     commitMachine
-	ready [2]commitReady
-}
-
 func newOwner(c *Core, h *head, v metadata.Version, sess Session, prov provider.Provider) *owner {
-	b := &ownerBlock{}
-	b.o = owner{c: c, id: h.ID, prov: prov, cm: c.committerFor(h.ID), m: &b.m}
-	b.m.init(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns, &b.ready[0], &b.ready[1])
-	return &b.o
+	o := &owner{
+		c: c, id: h.ID, prov: prov, cm: c.committerFor(h.ID),
+		m: newCommitMachine(h, v, sess, prov.Name(), c.cfg.SessionTTL.Milliseconds(), c.cfg.MaxPendingRuns),
+	}
+	return o
 }
 
 // flushLocked executes the machine's effects and unlocks o.mu. Call it
