@@ -11,9 +11,9 @@ import (
 	"github.com/nereusstream/nereus-go/wal"
 )
 
-// TestRunEncodingsAllocateOnce: a Write's records, its manifest meta and
-// its target are each built in one allocation sized up front (runRecords:
-// the buffer and the record slice). Growing bin.Writer buffers from empty
+// TestRunEncodingsAllocateOnce: a Write's records and manifest meta are
+// built in two allocations (runRecords: one buffer sized up front and the
+// record slice), its target in one. Growing bin.Writer buffers from empty
 // cost ~10 allocations per Write, once per append when every stream has one
 // append per round. The bytes must equal the field-by-field encodings,
 // with the largest varints, and the records must not share capacity (an
@@ -26,7 +26,10 @@ func TestRunEncodingsAllocateOnce(t *testing.T) {
 			{RecordCount: 3, Timestamp: math.MaxInt64, Payload: []byte("abc")},
 		}}
 
-	records := runRecords(run)
+	records, meta := runRecords(run)
+	if !bytes.Equal(meta, encodeRunMeta(run)) || cap(meta) != len(meta) {
+		t.Fatalf("runRecords' meta = %x (cap %d), want %x", meta, cap(meta), encodeRunMeta(run))
+	}
 	want := [][]byte{func() []byte {
 		w := bin.Writer{}
 		w.Raw([]byte(runHeaderMagic))
@@ -67,7 +70,7 @@ func TestRunEncodingsAllocateOnce(t *testing.T) {
 		want float64
 		f    func()
 	}{
-		{"runRecords", 2, func() { _ = runRecords(run) }},
+		{"runRecords", 2, func() { _, _ = runRecords(run) }},
 		{"encodeRunMeta", 1, func() { _ = encodeRunMeta(run) }},
 		{"encodeTarget", 1, func() { _ = encodeTarget(pl, math.MaxInt32) }},
 	} {

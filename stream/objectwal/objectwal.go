@@ -351,7 +351,7 @@ func (p *Provider) Name() string { return Name }
 // Write implements provider.Provider. It blocks only for the wal producer's
 // in-flight budget (backpressure).
 func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
-	records := runRecords(run)
+	records, meta := runRecords(run)
 	p.mu.Lock()
 	prod, fatal := p.prod, p.fatal
 	if fatal == nil {
@@ -370,7 +370,7 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	// run is counted outstanding — and then be committed. Appending and
 	// queueing under one lock keeps the two orders equal.
 	p.writeMu.Lock()
-	d, err := prod.Append(p.ctx, records, encodeRunMeta(run))
+	d, err := prod.Append(p.ctx, records, meta)
 	if err == nil {
 		if h := testHookAppended; h != nil {
 			h(d)
@@ -384,22 +384,24 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	}
 }
 
-// runRecords is a run's WAL records: its header, then one record per entry
-// (record count, timestamp, payload). All of them are cut from one buffer
-// sized for the largest encoding, so a run costs two allocations (the
-// buffer and the slice of records) instead of one growing buffer per
-// record; with one append per stream per round, those allocations were
-// per append. Each record is a capacity-clipped slice of the buffer, and
-// the buffer is never written again once a record is cut from it, so a
-// record's bytes are exactly what its own encoding wrote (the wal producer
-// holds the records until their segment is uploaded).
-func runRecords(run provider.Run) [][]byte {
-	size := runHeaderMaxLen
+// runRecords is a run's WAL records — its header, then one record per
+// entry (record count, timestamp, payload) — and its manifest meta
+// (encodeRunMeta). All of them are cut from one buffer sized for the
+// largest encodings, so a run costs two allocations (the buffer and the
+// slice of records) instead of one growing buffer per record and for the
+// meta; with one append per stream per round, those allocations were per
+// append. Each record and the meta is a capacity-clipped slice of the
+// buffer, and the buffer is never written again once one is cut from it,
+// so each one's bytes are exactly what its own encoding wrote (the meta's
+// checksum covers the meta alone); the wal producer holds records and
+// meta together until their segment is committed.
+func runRecords(run provider.Run) (records [][]byte, meta []byte) {
+	size := runHeaderMaxLen + runMetaMaxLen
 	for _, e := range run.Entries {
 		size += 2*binary.MaxVarintLen64 + len(e.Payload)
 	}
 	buf := make([]byte, 0, size)
-	records := make([][]byte, 0, len(run.Entries)+1)
+	records = make([][]byte, 0, len(run.Entries)+1)
 	buf = appendRunHeader(buf, run)
 	records = append(records, buf[:len(buf):len(buf)])
 	for _, e := range run.Entries {
@@ -409,7 +411,8 @@ func runRecords(run provider.Run) [][]byte {
 		buf = append(buf, e.Payload...)
 		records = append(records, buf[start:len(buf):len(buf)])
 	}
-	return records
+	meta = appendRunMeta(buf[len(buf):len(buf)], run)
+	return records, meta[:len(meta):len(meta)]
 }
 
 // testHookAppended, when set (tests only), runs between a write's Append
@@ -874,7 +877,13 @@ const (
 // encodeRunMeta is the manifest RecordMeta payload: the run's identity and
 // offsets, i.e. the commit intent.
 func encodeRunMeta(run provider.Run) []byte {
-	w := bin.Writer{B: make([]byte, 0, runMetaMaxLen)}
+	return appendRunMeta(make([]byte, 0, runMetaMaxLen), run)
+}
+
+// appendRunMeta appends encodeRunMeta's bytes to the empty slice b (the
+// checksum covers all of b, so b must start empty).
+func appendRunMeta(b []byte, run provider.Run) []byte {
+	w := bin.Writer{B: b}
 	w.U8(runMetaV1)
 	w.U64(run.Stream)
 	w.Uvarint(run.Epoch)
