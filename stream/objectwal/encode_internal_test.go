@@ -3,7 +3,9 @@ package objectwal
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/nereusstream/nereus-go/internal/bin"
@@ -77,5 +79,36 @@ func TestRunEncodingsAllocateOnce(t *testing.T) {
 		if got := testing.AllocsPerRun(100, c.f); got != c.want {
 			t.Errorf("%s: %v allocations, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTargetChunkCutsDisjointClippedTargets: the waiter's targets are cut
+// from shared chunks (targetChunk): each encodes exactly what encodeTarget
+// does, none is overwritten by a later one, each is capacity-clipped, and
+// they cost one allocation per several targets.
+func TestTargetChunkCutsDisjointClippedTargets(t *testing.T) {
+	var c targetChunk
+	type cut struct {
+		pl      wal.Placement
+		entries int
+		t       provider.Target
+	}
+	var cuts []cut
+	for i := range 300 {
+		pl := wal.Placement{Location: fmt.Sprintf("wal/w1/segments/%020d%s", i, strings.Repeat("x", i%7*40)), Offset: int64(i) * 1000, Length: int64(i + 1)}
+		cuts = append(cuts, cut{pl, i % 5, c.encode(pl, i%5)})
+	}
+	for i, k := range cuts {
+		if !bytes.Equal(k.t, encodeTarget(k.pl, k.entries)) || cap(k.t) != len(k.t) {
+			t.Fatalf("target %d = %x (cap %d), want %x", i, k.t, cap(k.t), encodeTarget(k.pl, k.entries))
+		}
+	}
+	pl := wal.Placement{Location: "wal/w1/segments/00000000000000000001", Offset: 1 << 40, Length: 1 << 20}
+	if got := testing.AllocsPerRun(100, func() {
+		for range 5 {
+			_ = c.encode(pl, 1)
+		}
+	}); got > 1 {
+		t.Fatalf("5 targets cost %v allocations, want at most 1", got)
 	}
 }

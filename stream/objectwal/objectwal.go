@@ -422,6 +422,7 @@ var testHookAppended func(*wal.Durability)
 // waiter resolves writes in append order (which is manifest order: Write
 // appends and queues under writeMu).
 func (p *Provider) waiter() {
+	var targets targetChunk
 	for {
 		var pw pendingWrite
 		p.rt.Wait(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
@@ -453,7 +454,7 @@ func (p *Provider) waiter() {
 			pw.done(nil, errors.New("objectwal: wal returned no byte placement (compressed segment?)"))
 			continue
 		}
-		t := encodeTarget(pl, pw.d.Count()-1)
+		t := targets.encode(pl, pw.d.Count()-1)
 		p.mu.Lock()
 		p.outstanding[pl.Location]++
 		sr := p.runsOf[pl.Location]
@@ -978,13 +979,42 @@ type target struct {
 }
 
 func encodeTarget(pl wal.Placement, entries int) provider.Target {
-	w := bin.Writer{B: make([]byte, 0, 1+4*binary.MaxVarintLen64+len(pl.Location))}
+	return appendTarget(make([]byte, 0, targetMaxLen(pl)), pl, entries)
+}
+
+// targetMaxLen bounds appendTarget's output for pl.
+func targetMaxLen(pl wal.Placement) int { return 1 + 4*binary.MaxVarintLen64 + len(pl.Location) }
+
+func appendTarget(b []byte, pl wal.Placement, entries int) []byte {
+	w := bin.Writer{B: b}
 	w.U8(targetV1)
 	w.String(pl.Location)
 	w.Uvarint(uint64(pl.Offset))
 	w.Uvarint(uint64(pl.Length))
 	w.Uvarint(uint64(entries))
 	return w.B
+}
+
+// targetChunkLen is the size of the chunks targetChunk cuts targets from:
+// ~10 targets of a typical segment name, so a chunk kept alive by one
+// target still in use (the core holds a run's target until its descriptor
+// leaves the stream head) costs at most this much.
+const targetChunkLen = 512
+
+// targetChunk hands out encodeTarget's bytes cut from a shared chunk: one
+// allocation per ~10 targets instead of one per durable run (the waiter
+// makes one per append). Each target is capacity-clipped and the chunk is
+// only ever appended to past every target cut from it, so no target's
+// bytes are written again; the core stores targets without changing them.
+type targetChunk struct{ b []byte }
+
+func (c *targetChunk) encode(pl wal.Placement, entries int) provider.Target {
+	if need := targetMaxLen(pl); cap(c.b)-len(c.b) < need {
+		c.b = make([]byte, 0, max(targetChunkLen, need))
+	}
+	start := len(c.b)
+	c.b = appendTarget(c.b, pl, entries)
+	return provider.Target(c.b[start:len(c.b):len(c.b)])
 }
 
 func decodeTarget(b provider.Target) (target, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	osmem "github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/stream/provider"
@@ -43,6 +44,19 @@ func TestReleaseFindsItsRunWithoutAllocating(t *testing.T) {
 			t.Fatalf("write: %v", r.err)
 		}
 		targets = append(targets, r.t)
+	}
+
+	// The waiter cuts targets from shared chunks (targetChunk): most
+	// consecutive targets lie next to each other.
+	adjacent := 0
+	for i := 1; i < runs; i++ {
+		a, b := targets[i-1], targets[i]
+		if unsafe.Pointer(&b[0]) == unsafe.Add(unsafe.Pointer(&a[0]), len(a)) {
+			adjacent++
+		}
+	}
+	if adjacent < runs/2 {
+		t.Errorf("only %d of %d consecutive targets share a chunk", adjacent, runs-1)
 	}
 
 	p.mu.Lock()
