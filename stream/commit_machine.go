@@ -127,6 +127,13 @@ type appendOp struct {
 	// resolution. Written before the op is submitted / before walDone is
 	// stepped under the owner's lock.
 	submittedNs, walDoneNs int64
+	// oneEntry holds run.Entries for a single-entry append (the common
+	// case: one allocation per append fewer). run.Entries then points into
+	// the op, so whoever keeps a run's Entries keeps its op alive: a
+	// provider keeps a run only until it calls Write's callback (which
+	// holds the op anyway), and the tail cache copies each entry, so
+	// nothing keeps an op longer than before.
+	oneEntry [1]provider.Entry
 }
 
 type mutationOp struct {
@@ -292,12 +299,10 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	}
 	var count, bytes int64
 	minTS, maxTS := int64(1<<63-1), int64(-1<<63)
-	entries := make([]provider.Entry, len(req.Entries))
-	for i, e := range req.Entries {
+	for _, e := range req.Entries {
 		count += int64(e.RecordCount)
 		bytes += int64(len(e.Payload))
 		minTS, maxTS = min(minTS, e.Timestamp), max(maxTS, e.Timestamp)
-		entries[i] = provider.Entry{Payload: e.Payload, RecordCount: e.RecordCount, Timestamp: e.Timestamp}
 	}
 	start := m.projEnd
 	if q := req.Sequence; q != nil {
@@ -352,9 +357,17 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 		}
 	}
 	op := &appendOp{
-		run:   provider.Run{Stream: uint64(m.id), Epoch: m.sess.Epoch, Token: m.sess.Token, Commit: m.nextCommit, Start: start, Entries: entries},
+		run:   provider.Run{Stream: uint64(m.id), Epoch: m.sess.Epoch, Token: m.sess.Token, Commit: m.nextCommit, Start: start},
 		bytes: bytes, minTS: minTS, maxTS: maxTS, seq: req.Sequence, future: f,
 	}
+	entries := op.oneEntry[:0:1]
+	if len(req.Entries) > 1 {
+		entries = make([]provider.Entry, 0, len(req.Entries))
+	}
+	for _, e := range req.Entries {
+		entries = append(entries, provider.Entry{Payload: e.Payload, RecordCount: e.RecordCount, Timestamp: e.Timestamp})
+	}
+	op.run.Entries = entries
 	m.nextCommit++
 	m.projEnd = start + count
 	m.projCum += bytes

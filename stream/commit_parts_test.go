@@ -103,3 +103,37 @@ func TestCommitDescriptorsShareAPartChunk(t *testing.T) {
 		t.Fatalf("only %d of %d consecutive commits' parts lie next to each other in one chunk", adjacent, len(parts)-1)
 	}
 }
+
+// TestSingleEntryAppendUsesItsOpsEntry: a one-entry append's run keeps its
+// entry in the op (appendOp.oneEntry: no allocation of its own), a
+// multi-entry one in its own array; both carry the request's entries.
+func TestSingleEntryAppendUsesItsOpsEntry(t *testing.T) {
+	h := newHead(nameRecord{ID: 9, Name: "p", Profile: ObjectWALAsyncObject})
+	h.Session = sessionRecord{Epoch: 1, Token: 5, Writer: "w\x00i", ExpiresMs: 1 << 40}
+	sess := Session{Stream: 9, Epoch: 1, Token: 5, WriterID: "w"}
+	m := newCommitMachine(h, 1, sess, "mem", 30_000, 256)
+	one := []Entry{{Payload: []byte("a"), RecordCount: 2, Timestamp: 7}}
+	three := []Entry{{Payload: []byte("b"), RecordCount: 1, Timestamp: 8}, {Payload: []byte("cc"), RecordCount: 3, Timestamp: 9}, {Payload: nil, RecordCount: 1, Timestamp: 10}}
+	m.admit(sess, AppendRequest{ExpectedStart: -1, Entries: one}, NewAppendFuture())
+	m.admit(sess, AppendRequest{ExpectedStart: -1, Entries: three}, NewAppendFuture())
+	if len(m.queue) != 2 {
+		t.Fatalf("%d ops queued, want 2", len(m.queue))
+	}
+	for i, req := range [][]Entry{one, three} {
+		op := m.queue[i]
+		if len(op.run.Entries) != len(req) || cap(op.run.Entries) != len(req) {
+			t.Fatalf("op %d: %d entries (cap %d), want %d", i, len(op.run.Entries), cap(op.run.Entries), len(req))
+		}
+		for k, e := range req {
+			if got := op.run.Entries[k]; string(got.Payload) != string(e.Payload) || got.RecordCount != e.RecordCount || got.Timestamp != e.Timestamp {
+				t.Fatalf("op %d entry %d = %+v, want %+v", i, k, got, e)
+			}
+		}
+	}
+	if &m.queue[0].run.Entries[0] != &m.queue[0].oneEntry[0] {
+		t.Fatalf("a one-entry append's entry is not held in its op")
+	}
+	if &m.queue[1].run.Entries[0] == &m.queue[1].oneEntry[0] {
+		t.Fatalf("a three-entry append's entries are in its op's one-entry slot")
+	}
+}
