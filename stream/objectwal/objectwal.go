@@ -411,7 +411,7 @@ func runRecords(run provider.Run) (records [][]byte, meta []byte) {
 		buf = append(buf, e.Payload...)
 		records = append(records, buf[start:len(buf):len(buf)])
 	}
-	meta = appendRunMeta(buf[len(buf):len(buf)], run)
+	meta = appendRunMeta(buf[len(buf):], run)
 	return records, meta[:len(meta):len(meta)]
 }
 
