@@ -137,3 +137,47 @@ func TestSingleEntryAppendUsesItsOpsEntry(t *testing.T) {
 		t.Fatalf("a three-entry append's entries are in its op's one-entry slot")
 	}
 }
+
+// TestDropFrontKeepsItsArray: trimming a list that is not emptied keeps
+// what is left in order, clears the dropped slots, and keeps the capacity,
+// so a list trimmed while it keeps receiving (toIndex during index puts)
+// settles into its array and stops allocating.
+func TestDropFrontKeepsItsArray(t *testing.T) {
+	items := make([]int, 64)
+	var s []*int
+	next := 0
+	cycle := func() {
+		for range 3 {
+			s = append(s, &items[next%len(items)])
+			next++
+		}
+		s = dropFront(s, 2)
+	}
+	for range 10 {
+		cycle()
+	}
+	full := s[:cap(s)]
+	for i := len(s); i < len(full); i++ {
+		if full[i] != nil {
+			t.Fatalf("slot %d past the end still holds a pointer", i)
+		}
+	}
+	for i := range s {
+		if s[i] != &items[(next-len(s)+i)%len(items)] {
+			t.Fatalf("element %d out of order", i)
+		}
+	}
+	s = s[:0]
+	for range 10 {
+		cycle()
+	}
+	// 50 cycles per run: AllocsPerRun divides in integers.
+	if got := testing.AllocsPerRun(100, func() {
+		for range 50 {
+			cycle()
+			s = dropFront(s, len(s)-1) // never emptied
+		}
+	}); got != 0 {
+		t.Fatalf("a list trimmed while it receives allocates %v times per 50 cycles, want 0", got)
+	}
+}
