@@ -468,18 +468,16 @@ func (m *commitMachine) failQueueFrom(i int, err error) {
 // dropQueued removes the first n appends of the queue (resolved).
 func (m *commitMachine) dropQueued(n int) { m.queue = dropFront(m.queue, n) }
 
-// dropFront removes the first n elements of s, keeping the array and
-// moving what is left to its start: re-slicing past the front shrank the
-// capacity by n each time, so a list that is never quite empty when it is
-// trimmed (toIndex while commits land during an index put) was re-grown
-// every few appends. What is left is short (a stream's unconfirmed
-// commits, its queued appends), so the copy is a few pointers. No caller
-// keeps a sub-slice of the list across a drop (prepareIndex copies its
-// pending items, prepareHead its ops).
+// dropFront removes the first n elements of s. When that empties s, the
+// array is kept and reused from its start: with one append in flight per
+// stream (thousands of streams), re-slicing past the front shrank the
+// capacity to nothing and every admission allocated a new array.
 func dropFront[T any](s []*T, n int) []*T {
-	k := copy(s, s[n:])
-	clear(s[k:])
-	return s[:k]
+	clear(s[:n])
+	if n == len(s) {
+		return s[:0]
+	}
+	return s[n:]
 }
 
 func (m *commitMachine) rebuildProjection() {
