@@ -654,7 +654,12 @@ func TargetSegment(target provider.Target) (string, error) {
 // Release finds a run from its target's bytes without allocating (the map
 // keyed by the whole target needed a string copy of each target, and
 // decoding the target another of its location), and location is the
-// segment's canonical name for the other per-segment maps.
+// segment's canonical name for the other per-segment maps. Truncation's
+// and reclaim's inputs are fed exactly as before: Release decrements the
+// segment's outstanding count and records a committed run (with its
+// identity when found here, unknown otherwise) once per released target,
+// under p.mu, so a segment with an unreleased run is still never truncated
+// and every committed run still reaches reclaim's judge.
 type segmentRuns struct {
 	location string
 	runs     map[int64]provider.RunRef
