@@ -115,6 +115,7 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		if !ok {
 			first = judgedAt
 			p.reclaim.firstDead[cd.rec.ledger] = first
+			p.log.Debug("bkwal: ledger retired, grace starts", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End)
 		}
 		p.reclaim.mu.Unlock()
 		if wait := first.Add(opts.Grace).Sub(judgedAt); wait > 0 {
@@ -152,7 +153,8 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		rep.Deleted++
 		rep.DeletedUnits = append(rep.DeletedUnits, provider.PendingUnit{Unit: unit,
 			Reason: fmt.Sprintf("stream %016x retired every offset below %d", cd.rec.stream, runs[i].End)})
-		p.log.Info("gc deleted ledger", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End)
+		p.log.Info("gc deleted ledger", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End,
+			"retired_for", judgedAt.Sub(first).Round(time.Millisecond))
 	}
 	return rep, nil
 }
