@@ -28,7 +28,8 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// on the streams this node owns (default 1s).
+	// on the streams this node owns (default 1s; more often, down to a
+	// quarter of it, for a time retention under twenty intervals).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
