@@ -45,6 +45,9 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	if opts.DueOnly && !p.anyDue(opts) {
 		return rep, nil
 	}
+	if !opts.DueOnly {
+		p.pruneHints() // hints of streams the core stopped hinting (rollage.go)
+	}
 	if !opts.DryRun && !opts.DueOnly {
 		// Idle current ledgers are sealed first (idle.go); they settle
 		// asynchronously and are judged by a later pass.
