@@ -28,7 +28,8 @@ type Tuning struct {
 	// them over (default 30s). The core renews at a fraction of it.
 	SessionTTL time.Duration
 	// RetentionInterval is how often the core enforces stream retention
-	// on the streams this node owns (default 1s).
+	// on the streams this node owns (default 1s; more often, down to a
+	// quarter of it, for a time retention under twenty intervals).
 	RetentionInterval time.Duration
 	// TailCacheBytes bounds the core's cache of recently committed entries
 	// that tailing readers are served from (default 64 MiB).
@@ -88,8 +89,14 @@ type Tuning struct {
 	// whose first run is retired) to this many per second across the
 	// node's streams, so many streams with short retention cannot flood
 	// ZooKeeper with ledger creates (default 100; such a roll also waits
-	// until the ledger is 1s old).
+	// until the ledger is BookKeeperMinRollAge old).
 	BookKeeperRetentionRollRate int64
+	// BookKeeperMinRollAge: a rollover done for retention's sake (and the
+	// early idle seal of a stream with short retention) waits until the
+	// current ledger is this old, so one busy stream with a retention of
+	// a second or less still creates at most one ledger per this long
+	// (default 1s).
+	BookKeeperMinRollAge time.Duration
 	// BookKeeperAddTimeout bounds an add reaching its ack quorum, resends
 	// included (BookKeeper's addEntryTimeoutSec; default 5s);
 	// BookKeeperRequestTimeout bounds one request to one bookie (default
@@ -157,6 +164,7 @@ func DefaultTuning() Tuning {
 		BookKeeperMaxLedgerAge:         time.Hour,
 		BookKeeperLedgerIdleSeal:       30 * time.Second,
 		BookKeeperRetentionRollRate:    100,
+		BookKeeperMinRollAge:           time.Second,
 		BookKeeperAddTimeout:           5 * time.Second,
 		BookKeeperRequestTimeout:       5 * time.Second,
 		BookKeeperOpTimeout:            60 * time.Second,
@@ -228,6 +236,7 @@ func (t Tuning) validate() []error {
 	posd("bookkeeper-max-ledger-age", t.BookKeeperMaxLedgerAge)
 	posd("bookkeeper-ledger-idle-seal", t.BookKeeperLedgerIdleSeal)
 	pos("bookkeeper-retention-roll-rate", t.BookKeeperRetentionRollRate)
+	posd("bookkeeper-min-roll-age", t.BookKeeperMinRollAge)
 	posd("bookkeeper-add-timeout", t.BookKeeperAddTimeout)
 	posd("bookkeeper-request-timeout", t.BookKeeperRequestTimeout)
 	posd("bookkeeper-op-timeout", t.BookKeeperOpTimeout)
@@ -328,6 +337,7 @@ func (t Tuning) bookKeeperConfig(c bkwal.Config) bkwal.Config {
 	c.MaxLedgerEntries, c.MaxLedgerBytes, c.MaxLedgerAge = t.BookKeeperMaxLedgerEntries, t.BookKeeperMaxLedgerBytes, t.BookKeeperMaxLedgerAge
 	c.IdleSeal = t.BookKeeperLedgerIdleSeal
 	c.MaxRetentionRolls = float64(t.BookKeeperRetentionRollRate)
+	c.MinRollAge = t.BookKeeperMinRollAge
 	c.OpTimeout, c.ReaderCache = t.BookKeeperOpTimeout, int(t.BookKeeperReaderCache)
 	return c
 }
@@ -472,6 +482,7 @@ var tuningSettings = []setting{
 	durSetting("bookkeeper-max-ledger-age", "age before a stream rolls over to a new ledger", func(c *Config) *time.Duration { return &c.BookKeeperMaxLedgerAge }),
 	durSetting("bookkeeper-ledger-idle-seal", "idle time after which GC seals a stream's ledger whose contents are all trimmed or materialized (so it can be reclaimed)", func(c *Config) *time.Duration { return &c.BookKeeperLedgerIdleSeal }),
 	intSetting("bookkeeper-retention-roll-rate", "ledger rollovers per second, across the node's streams, done for retention's sake (a busy stream's ledger older than half its retention, or whose first run is retired); more wait for a later run", func(c *Config) *int64 { return &c.BookKeeperRetentionRollRate }),
+	durSetting("bookkeeper-min-roll-age", "age a stream's current ledger must reach before it rolls over, or is sealed idle, for retention's sake (bounds one busy stream's ledger creates)", func(c *Config) *time.Duration { return &c.BookKeeperMinRollAge }),
 	durSetting("bookkeeper-add-timeout", "bound on an add reaching its ack quorum, resends included (BookKeeper's addEntryTimeoutSec)", func(c *Config) *time.Duration { return &c.BookKeeperAddTimeout }),
 	durSetting("bookkeeper-request-timeout", "bound on one request to one bookie", func(c *Config) *time.Duration { return &c.BookKeeperRequestTimeout }),
 	durSetting("bookkeeper-op-timeout", "bound on one ledger lifecycle step (allocate, create, seal, recover)", func(c *Config) *time.Duration { return &c.BookKeeperOpTimeout }),

@@ -48,7 +48,8 @@ func TestTuningDefaultsMatchPackages(t *testing.T) {
 	}
 	b := d.bookKeeperConfig(bkwal.Config{})
 	if b.EnsembleSize != 3 || b.WriteQuorum != 2 || b.AckQuorum != 2 || b.MaxLedgerEntries != 100000 ||
-		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour || b.OpTimeout != 60*time.Second || b.ReaderCache != 256 {
+		b.MaxLedgerBytes != 512<<20 || b.MaxLedgerAge != time.Hour || b.OpTimeout != 60*time.Second || b.ReaderCache != 256 ||
+		b.MinRollAge != time.Second || b.MaxRetentionRolls != 100 {
 		t.Errorf("BookKeeper tuning %+v differs from bkwal.Config defaults", b)
 	}
 	bc := d.bookKeeperClientConfig(bookkeeper.Config{})
@@ -64,7 +65,7 @@ func TestTuningSources(t *testing.T) {
 	if err := os.WriteFile(file, []byte("session-ttl: 12s\ntail-cache-bytes: 8MiB\nbookkeeper-ensemble-size: 5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fs := parseFlags(t, "--config", file, "--object-wal-cache-bytes", "1GiB", "--bookkeeper-write-quorum", "3")
+	fs := parseFlags(t, "--config", file, "--object-wal-cache-bytes", "1GiB", "--bookkeeper-write-quorum", "3", "--bookkeeper-min-roll-age", "250ms")
 	cfg, err := LoadConfig(fs, envOf(map[string]string{"NEREUS_RETENTION_INTERVAL": "2m", "NEREUS_SESSION_TTL": "20s"}))
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,9 @@ func TestTuningSources(t *testing.T) {
 	if cfg.SessionTTL != 20*time.Second || cfg.RetentionInterval != 2*time.Minute || cfg.TailCacheBytes != 8<<20 ||
 		cfg.ObjectWALCacheBytes != 1<<30 || cfg.BookKeeperEnsembleSize != 5 || cfg.BookKeeperWriteQuorum != 3 {
 		t.Fatalf("tuning not applied: %+v", cfg.Tuning)
+	}
+	if b := cfg.bookKeeperConfig(bkwal.Config{}); b.MinRollAge != 250*time.Millisecond {
+		t.Fatalf("--bookkeeper-min-roll-age 250ms reaches bkwal as %v", b.MinRollAge)
 	}
 }
 

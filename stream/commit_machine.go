@@ -75,6 +75,8 @@ type commitMachine struct {
 	confirmedThrough int64
 	// itemChunk: the array newIndexItem takes toIndex's items from.
 	itemChunk []indexItem
+	// partChunk: the array newParts takes descriptors' Parts from.
+	partChunk []part
 	// Running totals over the unconfirmed items of toIndex (indexDue is
 	// asked at least twice per stream per round; walking toIndex for it
 	// touched every item's descriptor each time).
@@ -125,6 +127,13 @@ type appendOp struct {
 	// resolution. Written before the op is submitted / before walDone is
 	// stepped under the owner's lock.
 	submittedNs, walDoneNs int64
+	// oneEntry holds run.Entries for a single-entry append (the common
+	// case: one allocation per append fewer). run.Entries then points into
+	// the op, so whoever keeps a run's Entries keeps its op alive: a
+	// provider keeps a run only until it calls Write's callback (which
+	// holds the op anyway), and the tail cache copies each entry, so
+	// nothing keeps an op longer than before.
+	oneEntry [1]provider.Entry
 }
 
 type mutationOp struct {
@@ -290,12 +299,10 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 	}
 	var count, bytes int64
 	minTS, maxTS := int64(1<<63-1), int64(-1<<63)
-	entries := make([]provider.Entry, len(req.Entries))
-	for i, e := range req.Entries {
+	for _, e := range req.Entries {
 		count += int64(e.RecordCount)
 		bytes += int64(len(e.Payload))
 		minTS, maxTS = min(minTS, e.Timestamp), max(maxTS, e.Timestamp)
-		entries[i] = provider.Entry{Payload: e.Payload, RecordCount: e.RecordCount, Timestamp: e.Timestamp}
 	}
 	start := m.projEnd
 	if q := req.Sequence; q != nil {
@@ -350,9 +357,17 @@ func (m *commitMachine) admit(s Session, req AppendRequest, f *AppendFuture) {
 		}
 	}
 	op := &appendOp{
-		run:   provider.Run{Stream: uint64(m.id), Epoch: m.sess.Epoch, Token: m.sess.Token, Commit: m.nextCommit, Start: start, Entries: entries},
+		run:   provider.Run{Stream: uint64(m.id), Epoch: m.sess.Epoch, Token: m.sess.Token, Commit: m.nextCommit, Start: start},
 		bytes: bytes, minTS: minTS, maxTS: maxTS, seq: req.Sequence, future: f,
 	}
+	entries := op.oneEntry[:0:1]
+	if len(req.Entries) > 1 {
+		entries = make([]provider.Entry, 0, len(req.Entries))
+	}
+	for _, e := range req.Entries {
+		entries = append(entries, provider.Entry{Payload: e.Payload, RecordCount: e.RecordCount, Timestamp: e.Timestamp})
+	}
+	op.run.Entries = entries
 	m.nextCommit++
 	m.projEnd = start + count
 	m.projCum += bytes
@@ -627,6 +642,30 @@ func (m *commitMachine) newIndexItem(d descriptor, inherited bool) *indexItem {
 	}
 	m.itemChunk = append(m.itemChunk, indexItem{d: d, inherited: inherited})
 	return &m.itemChunk[len(m.itemChunk)-1]
+}
+
+// partChunkLen is how many parts newParts allocates at once: a WAL
+// descriptor has one part per run its commit carried, which with one
+// append in flight per stream is one, so a chunk serves about eight commits.
+const partChunkLen = 8
+
+// newParts returns an empty Parts list with room for exactly n parts, cut
+// from the machine's current chunk: one allocation per ~8 commits instead
+// of one per commit. The slots [len, len+n) of the chunk are reserved for
+// the caller alone (the chunk's length moves past them), and the returned
+// slice's capacity is clipped to n, so filling it writes only those slots
+// and any later append to it (mergeDescriptors builds a new list anyway)
+// reallocates instead of writing into another descriptor's parts. A
+// descriptor's Parts never change once it is in a head, and chunks are
+// never reused, so a chunk lives until every descriptor cut from it is
+// gone.
+func (m *commitMachine) newParts(n int) []part {
+	if cap(m.partChunk)-len(m.partChunk) < n {
+		m.partChunk = make([]part, 0, max(partChunkLen, n))
+	}
+	at := len(m.partChunk)
+	m.partChunk = m.partChunk[:at+n]
+	return m.partChunk[at : at : at+n]
 }
 
 // addToIndex queues a committed run for index publication.
@@ -916,7 +955,8 @@ func (m *commitMachine) prepareHead(nowMs int64) {
 			cas.ops = cas.one[:0]
 		}
 		d := descriptor{Start: m.queue[0].run.Start, MinTS: 1<<63 - 1, MaxTS: -1 << 63,
-			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider}
+			Epoch: m.sess.Epoch, Token: m.sess.Token, FirstCommit: m.queue[0].run.Commit, Provider: m.provider,
+			Parts: m.newParts(ready)}
 		for _, op := range m.queue[:ready] {
 			op.sent = true
 			d.End = op.run.End()

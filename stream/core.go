@@ -51,7 +51,9 @@ type Config struct {
 	// Default: GOMAXPROCS, at most 8.
 	CommitShards int
 	// RetentionInterval is how often retention is enforced on the streams
-	// this process owns (default 1s).
+	// this process owns (default 1s); more often — a twentieth of the
+	// shortest time retention of an owned stream, at most four times per
+	// interval — when that retention is under twenty intervals.
 	RetentionInterval time.Duration
 	// ObjectStore holds generation objects. Without it streams are never
 	// materialized and BOOKKEEPER_WAL_*_OBJECT streams cannot be created.
@@ -156,6 +158,7 @@ type Core struct {
 	// (guarded by mu).
 	lastRetention    time.Time
 	retentionRunning atomic.Bool
+	shortRetention   shortRetention // the extra passes short time retention gets (background.go)
 	background       sync.WaitGroup
 	backgroundClosed bool         // guarded by mu: Close waits for background; see goBackground
 	backgroundN      atomic.Int64 // mirrors background, for a simulated runtime's Close

@@ -263,10 +263,11 @@ func (c *Core) eachHead(ctx context.Context, prefix, after string, fn func(liste
 				return err
 			}
 			names = append(names, nr)
-			o := c.owner(nr.ID)
-			owners = append(owners, o)
+		}
+		owners = c.ownersOf(names, owners)
+		for i, o := range owners {
 			if o == nil {
-				ops = append(ops, metadata.Op{Kind: metadata.OpGet, Key: headKey(nr.ID)})
+				ops = append(ops, metadata.Op{Kind: metadata.OpGet, Key: headKey(names[i].ID)})
 			}
 		}
 		var res []metadata.Result

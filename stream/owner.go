@@ -58,6 +58,22 @@ func (c *Core) owner(id ID) *owner {
 	return c.owners[id]
 }
 
+// ownersOf appends to out the owner of each named stream (nil: none in
+// this process), in order, under one hold of c.mu: a pass over every
+// stream (eachHead) looked each one up with its own lock and unlock of
+// the mutex every AppendAsync also takes. Each answer is what c.owner
+// would have said at that instant; a lookup was never atomic with the
+// caller's use of the owner, so taking a page's answers together changes
+// nothing the listing relies on.
+func (c *Core) ownersOf(names []nameRecord, out []*owner) []*owner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range names {
+		out = append(out, c.owners[names[i].ID])
+	}
+	return out
+}
+
 // allOwners returns the owners (current and replaced ones still
 // settling), in stream order.
 func (c *Core) allOwners() []*owner {

@@ -61,6 +61,7 @@ var (
 	consumers   = flag.Int("lcbench.consumers", 1, "TestCatchUp: franz-go consumers reading the backlog concurrently, partitions split among them (one client keeps one fetch in flight per broker)")
 	readPasses  = flag.Int("lcbench.readpasses", 1, "TestCatchUp: read passes per layout, each after a server restart (the median is the result)")
 	catchLayout = flag.String("lcbench.layouts", "generations,wal", "TestCatchUp: layouts to run")
+	keepLog     = flag.String("lcbench.log", "", "TestSpace: copy the server's log (debug level) to this file at the end (timestamps of retention trims, ledger retirements and deletions)")
 	bkEnvDir    = flag.String("lcbench.bkenv", "", "TestSpace: BK_ENV_DIR of a scripts/bookkeeper-env.sh cluster: count its ledgers (BookieShell listledgers) every sample")
 )
 
@@ -460,6 +461,13 @@ func TestSpace(t *testing.T) {
 	}
 	summary("steady write", func(s sample) bool { return s.phase == "write" && s.at >= 8*time.Second })
 	summary("trickle", func(s sample) bool { return s.phase == "deleted+trickle" && s.at >= deleteAt+10*time.Second })
+	if *keepLog != "" {
+		if b, err := os.ReadFile(srv.LogPath()); err != nil {
+			t.Errorf("keeping the server log: %v", err)
+		} else if err := os.WriteFile(*keepLog, b, 0o644); err != nil {
+			t.Errorf("keeping the server log: %v", err)
+		}
+	}
 }
 
 // bkwalGauges scrapes the server's /metrics for the bytes in its open

@@ -194,8 +194,10 @@ type Provider struct {
 	mu      sync.Mutex
 	closed  bool
 	lanes   map[uint64]*lane
-	ledgers map[int64]*ledger // ledgers this incarnation created, until finalized
-	hints   map[uint64]int64  // retention hints (ns) of streams without a lane yet
+	ledgers map[int64]*ledger   // ledgers this incarnation created, until finalized
+	hints   map[uint64]laneHint // retention hints of streams without a lane yet (rollage.go)
+	// hintsPruned: when stale hints were last dropped (pruneHints).
+	hintsPruned time.Time
 
 	readers *readerCache
 	met     *providerMetrics
@@ -254,7 +256,7 @@ func Open(cfg Config) (*Provider, error) {
 	r := simrt.New(cfg.Runtime)
 	inc := incarnationID(r)
 	p := &Provider{cfg: cfg, log: cfg.Logger, incarnation: hex.EncodeToString(inc[:]), rt: r,
-		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}, hints: map[uint64]int64{}}
+		lanes: map[uint64]*lane{}, ledgers: map[int64]*ledger{}, hints: map[uint64]laneHint{}}
 	// Burst: one second's worth (at least one roll).
 	p.rolls = rate.NewLimiter(rate.Limit(cfg.MaxRetentionRolls), int(max(cfg.MaxRetentionRolls, 1)))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -290,7 +292,7 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	l := p.lanes[run.Stream]
 	if l == nil {
 		l = newLane(p, run.Stream)
-		l.retention.Store(p.hints[run.Stream])
+		l.retention.Store(p.hints[run.Stream].retention)
 		delete(p.hints, run.Stream)
 		p.lanes[run.Stream] = l
 		p.spawn(l.submitLoop)

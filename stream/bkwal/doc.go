@@ -23,9 +23,10 @@
 // one created when the run's session is not the ledger's, when the ledger
 // is tainted, or when the run would push it past MaxLedgerEntries,
 // MaxLedgerBytes or MaxLedgerAge. A run is never split. A ledger that has
-// taken no run for IdleSeal is sealed by a physical-GC pass once everything
-// committed in it is retired (idle.go), so an idle or deleted stream's last
-// ledger is reclaimed too; the seal is done by the stream's lane, so it
+// taken no run for IdleSeal (MinRollAge for a stream with a hinted time
+// retention) is sealed by a physical-GC pass once everything committed in
+// it is retired (idle.go), so an idle or deleted stream's last ledger is
+// reclaimed too; the seal is done by the stream's lane, so it
 // never races an append. A current ledger whose first committed run is
 // retired, or older than half the stream's time retention (which the core
 // passes on as a hint, provider.RetentionHinter), is rolled over at its
@@ -33,6 +34,11 @@
 // not keep everything up to the size limit. Those rolls are bounded by a
 // churn floor (MinRollAge, MaxRetentionRolls per second per provider) so
 // many such streams cannot flood ZooKeeper with ledger creates.
+//
+// Physical GC (reclaim.go) deletes a settled ledger once the core's judge
+// found it retired and the grace period has passed since; the report's
+// NextDue names the earliest grace end, so the core's due pass deletes it
+// then (DueOnly: only those ledgers, judged again).
 //
 // Taint: an add that failed or whose outcome is unknown (writer broken,
 // fenced), an uncertain create, an ownership change, or a completion of a

@@ -116,18 +116,21 @@ func (p *Provider) sealIdle(ctx context.Context, judge provider.Judge) (int, err
 }
 
 // idleSealAfter is how long a stream's current ledger must have taken no
-// run before a pass may seal it: IdleSeal, or twice the stream's hinted
-// time retention if that is shorter (never under MinRollAge) — by then
-// retention has trimmed, or deletion retired, all of a ledger nobody
-// writes, and waiting the full IdleSeal would only keep its bytes (a
-// deleted topic's last ledgers, measured: docs/notes/issue-9.md, session
-// 14). The judge still decides: a ledger holding a needed run stays open.
-// Called with p.mu held (lanes).
+// run before a pass may seal it: IdleSeal, or MinRollAge for a stream
+// whose time retention the core hinted. For such a stream the judge's
+// verdict is what waits: its ledger is all retired only once its newest
+// run is older than the retention (then it has been idle that long
+// anyway) or the stream was deleted or trimmed to its end — and then
+// waiting longer (it was twice the retention; IdleSeal before that) only
+// kept a deleted topic's last ledger's bytes (measured:
+// docs/notes/issue-9.md, sessions 14 and 16). A ledger holding a needed
+// run stays open; the seal deletes nothing, and the churn floor's token
+// still gates it. Called with p.mu held (lanes).
 func (p *Provider) idleSealAfter(stream uint64) time.Duration {
 	d := p.cfg.IdleSeal
 	if l := p.lanes[stream]; l != nil {
 		if r := time.Duration(l.retention.Load()); r > 0 {
-			d = min(d, max(2*r, p.cfg.MinRollAge))
+			d = min(d, p.cfg.MinRollAge)
 		}
 	}
 	return d

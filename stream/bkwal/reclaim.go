@@ -32,15 +32,23 @@ type reclaimState struct {
 }
 
 // Reclaim implements provider.Reclaimer.
-func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (provider.ReclaimReport, error) {
-	var rep provider.ReclaimReport
-	if opts.DueOnly {
-		// This provider reports no NextDue, so nothing of it is due: a due
-		// pass (woken by another provider's grace end) leaves the ledgers
-		// to the full passes instead of listing them all again.
+//
+// A full pass judges every settled ledger; a due pass (opts.DueOnly) only
+// the ledgers an earlier pass found retired whose grace has ended by
+// opts.Now, judged again with fresh verdicts exactly as a full pass would
+// (a due pass that finds none lists nothing). The report's NextDue is the
+// earliest grace end still ahead, so the core deletes a ledger when its
+// grace ends instead of at the first full pass after that (which came up
+// to a GC interval later: docs/notes/issue-9.md, session 16).
+func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provider.ReclaimOptions) (rep provider.ReclaimReport, err error) {
+	defer func() { rep.NextDue = p.nextDue(opts) }()
+	if opts.DueOnly && !p.anyDue(opts) {
 		return rep, nil
 	}
-	if !opts.DryRun {
+	if !opts.DueOnly {
+		p.pruneHints() // hints of streams the core stopped hinting (rollage.go)
+	}
+	if !opts.DryRun && !opts.DueOnly {
 		// Idle current ledgers are sealed first (idle.go); they settle
 		// asynchronously and are judged by a later pass.
 		if _, err := p.sealIdle(ctx, judge); err != nil {
@@ -66,6 +74,7 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 	}
 	var cands []cand
 	var runs []provider.RunRef
+	listed := make(map[int64]bool, len(recs))
 	for _, kv := range recs {
 		rec, err := decodeLedgerRecord(kv.Value)
 		if err != nil {
@@ -74,6 +83,10 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		if rec.state != stateSettled || !rec.committed {
 			continue // not settled: Recover or finalization owns it
+		}
+		listed[rec.ledger] = true
+		if opts.DueOnly && !p.graceEnded(rec.ledger, opts) {
+			continue
 		}
 		end := rec.committedEnd
 		if end < 0 {
@@ -85,6 +98,9 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		}
 		cands = append(cands, cand{rec: rec, key: kv.Key, version: int64(kv.Version)})
 		runs = append(runs, provider.RunRef{Stream: rec.stream, Epoch: rec.epoch, Token: rec.token, End: end, Committed: true})
+	}
+	if !opts.DueOnly {
+		p.forgetUnlisted(listed)
 	}
 	rep.Units = len(cands)
 	if len(cands) == 0 {
@@ -115,6 +131,7 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		if !ok {
 			first = judgedAt
 			p.reclaim.firstDead[cd.rec.ledger] = first
+			p.log.Debug("bkwal: ledger retired, grace starts", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End)
 		}
 		p.reclaim.mu.Unlock()
 		if wait := first.Add(opts.Grace).Sub(judgedAt); wait > 0 {
@@ -152,9 +169,58 @@ func (p *Provider) Reclaim(ctx context.Context, judge provider.Judge, opts provi
 		rep.Deleted++
 		rep.DeletedUnits = append(rep.DeletedUnits, provider.PendingUnit{Unit: unit,
 			Reason: fmt.Sprintf("stream %016x retired every offset below %d", cd.rec.stream, runs[i].End)})
-		p.log.Info("gc deleted ledger", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End)
+		p.log.Info("gc deleted ledger", "ledger", cd.rec.ledger, "stream", cd.rec.stream, "end", runs[i].End,
+			"retired_for", judgedAt.Sub(first).Round(time.Millisecond))
 	}
 	return rep, nil
+}
+
+// nextDue is the earliest end of a grace period after opts.Now among the
+// ledgers last judged retired (zero if none).
+func (p *Provider) nextDue(opts provider.ReclaimOptions) time.Time {
+	p.reclaim.mu.Lock()
+	defer p.reclaim.mu.Unlock()
+	var due time.Time
+	for _, first := range p.reclaim.firstDead {
+		if end := first.Add(opts.Grace); end.After(opts.Now) && (due.IsZero() || end.Before(due)) {
+			due = end
+		}
+	}
+	return due
+}
+
+// anyDue reports whether some ledger's grace has ended by opts.Now.
+func (p *Provider) anyDue(opts provider.ReclaimOptions) bool {
+	p.reclaim.mu.Lock()
+	defer p.reclaim.mu.Unlock()
+	for _, first := range p.reclaim.firstDead {
+		if !first.Add(opts.Grace).After(opts.Now) {
+			return true
+		}
+	}
+	return false
+}
+
+// graceEnded reports whether the ledger was found retired at least
+// opts.Grace before opts.Now.
+func (p *Provider) graceEnded(ledger int64, opts provider.ReclaimOptions) bool {
+	p.reclaim.mu.Lock()
+	defer p.reclaim.mu.Unlock()
+	first, ok := p.reclaim.firstDead[ledger]
+	return ok && !first.Add(opts.Grace).After(opts.Now)
+}
+
+// forgetUnlisted drops the grace clocks of ledgers a full listing no
+// longer shows settled (their record went another way), so NextDue names
+// no ledger that is not there.
+func (p *Provider) forgetUnlisted(listed map[int64]bool) {
+	p.reclaim.mu.Lock()
+	defer p.reclaim.mu.Unlock()
+	for l := range p.reclaim.firstDead {
+		if !listed[l] {
+			delete(p.reclaim.firstDead, l)
+		}
+	}
 }
 
 func addPending(rep *provider.ReclaimReport, unit, reason string) {

@@ -50,7 +50,40 @@ func (p *Provider) HintRetention(stream uint64, timeRetention time.Duration) {
 		delete(p.hints, stream)
 		return
 	}
-	p.hints[stream] = r
+	p.hints[stream] = laneHint{retention: r, at: p.cfg.Now()}
+}
+
+// laneHint is the retention hint of a stream this provider has no lane
+// for (no run written here yet), kept for the lane its first run makes.
+type laneHint struct {
+	retention int64     // ns
+	at        time.Time // when last hinted
+}
+
+// hintTTL is how long a hint of a stream without a lane is kept after the
+// core last gave it. The core hints every stream it owns on every
+// retention pass (every second by default), so only a stream it no longer
+// hints — deleted and gone from the listing, or owned elsewhere now — ages
+// out; dropping a live one by mistake costs nothing lasting (its next
+// hint sets it again, on the lane if one was made meanwhile).
+const hintTTL = time.Minute
+
+// pruneHints drops, at most once per hintTTL, the hints not given for
+// hintTTL: a deleted stream that was never written here would otherwise
+// keep its entry for the provider's life.
+func (p *Provider) pruneHints() {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.hintsPruned) < hintTTL {
+		return
+	}
+	p.hintsPruned = now
+	for s, h := range p.hints {
+		if now.Sub(h.at) >= hintTTL {
+			delete(p.hints, s)
+		}
+	}
 }
 
 // retentionRollDue says why the lane should roll its current ledger for

@@ -188,8 +188,9 @@ func TestRetentionRollChurnFloor(t *testing.T) {
 }
 
 // A stream whose retention the core hinted: its idle current ledger is
-// sealed (and, all retired, reclaimed) once idle for twice the retention,
-// not only after IdleSeal (a day here) — the deleted or quiet stream's last
+// sealed (and, all retired, reclaimed) once the judge finds it retired
+// (here: idle for more than twice the retention, then trimmed), not only
+// after IdleSeal (a day here) — the deleted or quiet stream's last
 // ledger does not keep its bytes for the full idle seal. While it still
 // holds a needed run it stays. Fails with idleSealAfter returning IdleSeal
 // ("not reached").
@@ -219,6 +220,39 @@ func TestIdleSealAfterTwiceTheHintedRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	gcUntil(t, c, "the idle, trimmed ledger sealed and reclaimed", func() bool {
+		return len(f.ledgersOf(t, info.ID)) == 0 && ledgerCount(t, p) == 0
+	})
+}
+
+// A hinted stream trimmed to its end (as a deleted topic's streams are
+// all retired): its idle current ledger is sealed and reclaimed once it is
+// MinRollAge old and idle, not after twice the retention — the judge's
+// verdict is what waits for the retention. Before MinRollAge it stays.
+// Fails with idleSealAfter waiting 2R ("not reached").
+func TestIdleSealOfARetiredHintedStreamWaitsMinRollAgeOnly(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	clk := &rollClock{}
+	c, p := f.rollCore(t, clk, func(c *bkwal.Config) { c.MinRollAge = time.Minute })
+	ctx := ctxT(t)
+	info, s := retStream(t, c, "gone", 10*time.Minute)
+	appendNow(t, c, s, "a", 3)
+	if err := c.EnforceRetention(ctx); err != nil { // hints R = 10 min
+		t.Fatal(err)
+	}
+	if err := c.Trim(ctx, info.ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(30 * time.Second)
+	for i := 0; i < 3; i++ {
+		if _, err := c.CollectGarbage(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ledgerCount(t, p); n != 1 {
+		t.Fatalf("%d ledgers before MinRollAge, want the current one kept", n)
+	}
+	clk.advance(31 * time.Second)
+	gcUntil(t, c, "the retired ledger sealed and reclaimed after MinRollAge (2R is 20 min)", func() bool {
 		return len(f.ledgersOf(t, info.ID)) == 0 && ledgerCount(t, p) == 0
 	})
 }

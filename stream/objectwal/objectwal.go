@@ -233,9 +233,10 @@ type Provider struct {
 
 	outstanding map[string]int               // segment -> runs written, not yet released
 	committed   map[string][]provider.RunRef // segment -> runs released as committed
-	// runsOf maps a durable run's target to its identity until the core
-	// releases it (so Release can record committed runs for reclaim.go).
-	runsOf map[string]provider.RunRef
+	// runsOf holds, per segment, the identities of the durable runs
+	// written through Write until the core releases them (so Release can
+	// record committed runs for reclaim.go).
+	runsOf map[string]*segmentRuns
 	// retained holds segments dropped from the manifest that hold
 	// committed runs: physical GC (reclaim.go) deletes them once the core
 	// judges every run retired.
@@ -285,7 +286,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		manifest:    wal.NewStore(cfg.Store, cfg.Prefix+"/manifest"),
 		cache:       newRunCache(cfg.CacheBytes),
 		outstanding: map[string]int{}, committed: map[string][]provider.RunRef{},
-		runsOf: map[string]provider.RunRef{}, retained: map[string]*retainedSegment{},
+		runsOf: map[string]*segmentRuns{}, retained: map[string]*retainedSegment{},
 		liveRuns: map[string]bool{}, firstDead: map[string]time.Time{}, segBytes: map[string]int64{},
 		waitQ:      make(chan pendingWrite, cfg.WriteQueue),
 		unreadable: map[string]unreadableSegment{},
@@ -350,15 +351,7 @@ func (p *Provider) Name() string { return Name }
 // Write implements provider.Provider. It blocks only for the wal producer's
 // in-flight budget (backpressure).
 func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
-	records := make([][]byte, 0, len(run.Entries)+1)
-	records = append(records, encodeRunHeader(run))
-	for _, e := range run.Entries {
-		rec := make([]byte, 0, len(e.Payload)+16)
-		rec = binary.AppendUvarint(rec, uint64(e.RecordCount))
-		rec = binary.AppendVarint(rec, e.Timestamp)
-		rec = append(rec, e.Payload...)
-		records = append(records, rec)
-	}
+	records, meta := runRecords(run)
 	p.mu.Lock()
 	prod, fatal := p.prod, p.fatal
 	if fatal == nil {
@@ -377,7 +370,7 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	// run is counted outstanding — and then be committed. Appending and
 	// queueing under one lock keeps the two orders equal.
 	p.writeMu.Lock()
-	d, err := prod.Append(p.ctx, records, encodeRunMeta(run))
+	d, err := prod.Append(p.ctx, records, meta)
 	if err == nil {
 		if h := testHookAppended; h != nil {
 			h(d)
@@ -391,6 +384,37 @@ func (p *Provider) Write(run provider.Run, done func(provider.Target, error)) {
 	}
 }
 
+// runRecords is a run's WAL records — its header, then one record per
+// entry (record count, timestamp, payload) — and its manifest meta
+// (encodeRunMeta). All of them are cut from one buffer sized for the
+// largest encodings, so a run costs two allocations (the buffer and the
+// slice of records) instead of one growing buffer per record and for the
+// meta; with one append per stream per round, those allocations were per
+// append. Each record and the meta is a capacity-clipped slice of the
+// buffer, and the buffer is never written again once one is cut from it,
+// so each one's bytes are exactly what its own encoding wrote (the meta's
+// checksum covers the meta alone); the wal producer holds records and
+// meta together until their segment is committed.
+func runRecords(run provider.Run) (records [][]byte, meta []byte) {
+	size := runHeaderMaxLen + runMetaMaxLen
+	for _, e := range run.Entries {
+		size += 2*binary.MaxVarintLen64 + len(e.Payload)
+	}
+	buf := make([]byte, 0, size)
+	records = make([][]byte, 0, len(run.Entries)+1)
+	buf = appendRunHeader(buf, run)
+	records = append(records, buf[:len(buf):len(buf)])
+	for _, e := range run.Entries {
+		start := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(e.RecordCount))
+		buf = binary.AppendVarint(buf, e.Timestamp)
+		buf = append(buf, e.Payload...)
+		records = append(records, buf[start:len(buf):len(buf)])
+	}
+	meta = appendRunMeta(buf[len(buf):], run)
+	return records, meta[:len(meta):len(meta)]
+}
+
 // testHookAppended, when set (tests only), runs between a write's Append
 // and its hand-over to the waiter.
 var testHookAppended func(*wal.Durability)
@@ -398,6 +422,7 @@ var testHookAppended func(*wal.Durability)
 // waiter resolves writes in append order (which is manifest order: Write
 // appends and queues under writeMu).
 func (p *Provider) waiter() {
+	var targets targetChunk
 	for {
 		var pw pendingWrite
 		p.rt.Wait(func() bool { return len(p.waitQ) > 0 || p.ctx.Err() != nil })
@@ -429,10 +454,15 @@ func (p *Provider) waiter() {
 			pw.done(nil, errors.New("objectwal: wal returned no byte placement (compressed segment?)"))
 			continue
 		}
-		t := encodeTarget(pl, pw.d.Count()-1)
+		t := targets.encode(pl, pw.d.Count()-1)
 		p.mu.Lock()
 		p.outstanding[pl.Location]++
-		p.runsOf[string(t)] = pw.ref
+		sr := p.runsOf[pl.Location]
+		if sr == nil {
+			sr = &segmentRuns{location: pl.Location, runs: map[int64]provider.RunRef{}}
+			p.runsOf[pl.Location] = sr
+		}
+		sr.runs[pl.Offset] = pw.ref
 		p.segBytes[pl.Location] = max(p.segBytes[pl.Location], pl.Offset+pl.Length)
 		last := first + uint64(pw.d.Count()) - 1
 		if !p.resolvedAny || last > p.resolvedThrough {
@@ -617,27 +647,69 @@ func TargetSegment(target provider.Target) (string, error) {
 	return tg.location, err
 }
 
+// segmentRuns is one segment's runs written through Write and not yet
+// released, by byte offset: a run is identified by its segment and offset
+// (two runs of a segment never start at the same byte, and the waiter is
+// the only place a target of this process's writes is made). Keyed so,
+// Release finds a run from its target's bytes without allocating (the map
+// keyed by the whole target needed a string copy of each target, and
+// decoding the target another of its location), and location is the
+// segment's canonical name for the other per-segment maps. Truncation's
+// and reclaim's inputs are fed exactly as before: Release decrements the
+// segment's outstanding count and records a committed run (with its
+// identity when found here, unknown otherwise) once per released target,
+// under p.mu, so a segment with an unreleased run is still never truncated
+// and every committed run still reaches reclaim's judge.
+type segmentRuns struct {
+	location string
+	runs     map[int64]provider.RunRef
+}
+
+// targetPlace is the segment and byte offset a target names, aliasing
+// target's bytes (no allocation); ok is false if it does not parse.
+func targetPlace(target provider.Target) (location []byte, offset int64, ok bool) {
+	r := bin.Reader{B: target}
+	if r.U8() != targetV1 {
+		return nil, 0, false
+	}
+	location = r.Bytes()
+	offset = int64(r.Uvarint())
+	return location, offset, r.Err() == nil
+}
+
 // Release implements provider.Provider.
 func (p *Provider) Release(target provider.Target, committed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if loc, off, ok := targetPlace(target); ok {
+		if sr := p.runsOf[string(loc)]; sr != nil {
+			if ref, known := sr.runs[off]; known {
+				delete(sr.runs, off)
+				if len(sr.runs) == 0 {
+					delete(p.runsOf, sr.location)
+				}
+				p.releaseLocked(sr.location, target, ref, committed)
+				return
+			}
+		}
+	}
 	tg, err := decodeTarget(target)
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.outstanding[tg.location]--; p.outstanding[tg.location] <= 0 {
-		delete(p.outstanding, tg.location)
+	// Not written through this process's Write: identity unknown, so
+	// reclaim.go must look it up before judging the segment.
+	p.releaseLocked(tg.location, target, provider.RunRef{Stream: ^uint64(0)}, committed)
+}
+
+// releaseLocked settles a released run of segment location (p.mu held).
+func (p *Provider) releaseLocked(location string, target provider.Target, ref provider.RunRef, committed bool) {
+	if p.outstanding[location]--; p.outstanding[location] <= 0 {
+		delete(p.outstanding, location)
 	}
-	ref, known := p.runsOf[string(target)]
-	delete(p.runsOf, string(target))
 	p.truncDirty = true
 	if committed {
-		if !known {
-			// Not written through this process's Write: identity unknown,
-			// so reclaim.go must look it up before judging the segment.
-			ref = provider.RunRef{Stream: ^uint64(0)}
-		}
-		p.committed[tg.location] = append(p.committed[tg.location], ref)
+		p.committed[location] = append(p.committed[location], ref)
 	} else {
 		p.cache.drop(string(target))
 	}
@@ -811,7 +883,13 @@ const (
 // encodeRunMeta is the manifest RecordMeta payload: the run's identity and
 // offsets, i.e. the commit intent.
 func encodeRunMeta(run provider.Run) []byte {
-	w := bin.Writer{}
+	return appendRunMeta(make([]byte, 0, runMetaMaxLen), run)
+}
+
+// appendRunMeta appends encodeRunMeta's bytes to the empty slice b (the
+// checksum covers all of b, so b must start empty).
+func appendRunMeta(b []byte, run provider.Run) []byte {
+	w := bin.Writer{B: b}
 	w.U8(runMetaV1)
 	w.U64(run.Stream)
 	w.Uvarint(run.Epoch)
@@ -840,8 +918,17 @@ func decodeRunMeta(b []byte) (provider.Run, error) {
 	return run, nil
 }
 
-func encodeRunHeader(run provider.Run) []byte {
-	w := bin.Writer{}
+// runMetaMaxLen and runHeaderMaxLen bound encodeRunMeta's and
+// appendRunHeader's output (version or magic, two fixed 8-byte fields, four
+// varints, and the meta's CRC32C), so each is written into one allocation.
+const (
+	runMetaMaxLen   = 1 + 2*8 + 4*binary.MaxVarintLen64 + 4
+	runHeaderMaxLen = len(runHeaderMagic) + 2*8 + 4*binary.MaxVarintLen64
+)
+
+// appendRunHeader appends a run's header record to b.
+func appendRunHeader(b []byte, run provider.Run) []byte {
+	w := bin.Writer{B: b}
 	w.Raw([]byte(runHeaderMagic))
 	w.U64(run.Stream)
 	w.Uvarint(run.Epoch)
@@ -897,13 +984,42 @@ type target struct {
 }
 
 func encodeTarget(pl wal.Placement, entries int) provider.Target {
-	w := bin.Writer{}
+	return appendTarget(make([]byte, 0, targetMaxLen(pl)), pl, entries)
+}
+
+// targetMaxLen bounds appendTarget's output for pl.
+func targetMaxLen(pl wal.Placement) int { return 1 + 4*binary.MaxVarintLen64 + len(pl.Location) }
+
+func appendTarget(b []byte, pl wal.Placement, entries int) []byte {
+	w := bin.Writer{B: b}
 	w.U8(targetV1)
 	w.String(pl.Location)
 	w.Uvarint(uint64(pl.Offset))
 	w.Uvarint(uint64(pl.Length))
 	w.Uvarint(uint64(entries))
 	return w.B
+}
+
+// targetChunkLen is the size of the chunks targetChunk cuts targets from:
+// ~10 targets of a typical segment name, so a chunk kept alive by one
+// target still in use (the core holds a run's target until its descriptor
+// leaves the stream head) costs at most this much.
+const targetChunkLen = 512
+
+// targetChunk hands out encodeTarget's bytes cut from a shared chunk: one
+// allocation per ~10 targets instead of one per durable run (the waiter
+// makes one per append). Each target is capacity-clipped and the chunk is
+// only ever appended to past every target cut from it, so no target's
+// bytes are written again; the core stores targets without changing them.
+type targetChunk struct{ b []byte }
+
+func (c *targetChunk) encode(pl wal.Placement, entries int) provider.Target {
+	if need := targetMaxLen(pl); cap(c.b)-len(c.b) < need {
+		c.b = make([]byte, 0, max(targetChunkLen, need))
+	}
+	start := len(c.b)
+	c.b = appendTarget(c.b, pl, entries)
+	return provider.Target(c.b[start:len(c.b):len(c.b)])
 }
 
 func decodeTarget(b provider.Target) (target, error) {
