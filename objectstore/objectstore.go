@@ -162,6 +162,46 @@ type RangeReader interface {
 	ReadRange(ctx context.Context, key string, offset int64, dst []byte, opts ReadRangeOptions) (int, error)
 }
 
+// PieceReader is an optional RangeReader extension for a reader that
+// checks a long range as it arrives: one open of the object for the whole
+// range, read in order in pieces, with the caller told after each piece
+// how much of dst is filled. A caller that verifies each piece while the
+// store reads the next (fsstore: the kernel's read-ahead keeps the device
+// busy behind a sequential read of one open file) overlaps its checking
+// with the device instead of waiting for the whole range and then
+// checking it with the device idle; and it checks bytes that were just
+// copied, while they are still in the CPU's cache. Use it through
+// ReadRangePieces, which falls back to one ReadRange.
+type PieceReader interface {
+	// ReadRangePieces reads the len(dst) bytes at offset of key into dst,
+	// in order, each read at most piece bytes, and after each one calls
+	// filled with how many bytes of dst (a prefix) are read so far. An
+	// error from filled stops the read: no further piece is read and that
+	// error is returned. Otherwise it returns how many bytes it read, and
+	// errors, as ReadRange does (fewer only when the object ends first;
+	// filled is then called with that count). dst belongs to the caller
+	// again once ReadRangePieces returns.
+	ReadRangePieces(ctx context.Context, key string, offset int64, dst []byte, piece int, opts ReadRangeOptions, filled func(n int) error) (int, error)
+}
+
+// ReadRangePieces is s.ReadRangePieces when s implements PieceReader, else
+// one ReadRange followed by one call of filled (when it read anything).
+func ReadRangePieces(ctx context.Context, s ObjectStore, key string, offset int64, dst []byte, piece int, opts ReadRangeOptions, filled func(n int) error) (int, error) {
+	if p, ok := s.(PieceReader); ok {
+		return p.ReadRangePieces(ctx, key, offset, dst, piece, opts, filled)
+	}
+	n, err := ReadRange(ctx, s, key, offset, dst, opts)
+	if err != nil {
+		return n, err
+	}
+	if n > 0 {
+		if err := filled(n); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // ReadRangeOptions modify a ReadRange.
 type ReadRangeOptions struct {
 	// CallerVerifies says the caller checks every byte it reads against

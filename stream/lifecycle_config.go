@@ -76,8 +76,10 @@ type LifecycleConfig struct {
 	// on the loaded 2-core machine (sessions 9 and 13); the gated one won
 	// cold there without a warm loss, but under loads of 10-17 only
 	// (docs/notes/issue-9.md, session 14: figures to confirm on a quiet
-	// machine before it is made the default). Stores that cannot tell
-	// (S3) get every span read ahead, as before.
+	// machine before it is made the default; session 16: with spans read
+	// and checked piece by piece on fsstore, objectstore.PieceReader, it
+	// gave no cold gain and cost up to 0.3 CPU-s per GB, so it stays off).
+	// Stores that cannot tell (S3) get every span read ahead, as before.
 	GenerationReadAheadBytes int64
 	// AdoptScanInterval is how often GC lists the WAL providers' writer
 	// identities to find a dead writer's sources to adopt (Config.Adoption;

@@ -85,7 +85,10 @@ type Stats struct {
 	// ahead).
 	GenerationReadAheads, GenerationReadAheadHits int64
 	GenerationReadAheadsCached                    int64
-	OwnedStreams                                  int
+	// GenerationFootersAhead counts footers of the next generation object
+	// loaded ahead of a reader crossing into it.
+	GenerationFootersAhead int64
+	OwnedStreams           int
 	// CommitRoundSeconds is the total time spent in commit rounds;
 	// CommitRoundBuckets counts rounds per latency bucket (upper bounds in
 	// CommitRoundBounds, last bucket unbounded).
@@ -124,6 +127,7 @@ func (c *Core) Stats() Stats {
 		rs := c.gens.r.Stats()
 		s.GenerationReadAheads, s.GenerationReadAheadHits = rs.ReadAheads, rs.ReadAheadHits
 		s.GenerationReadAheadsCached = rs.ReadAheadsCached
+		s.GenerationFootersAhead = rs.FootersAhead
 	}
 	c.mu.Lock()
 	s.OwnedStreams = len(c.owners)

@@ -196,7 +196,10 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 			// generation replaced the runs, or the range was trimmed).
 			return nil, fmt.Errorf("%w: no source covers offset %d of %v", errSourceMoved, next, h.ID)
 		}
-		for _, d := range runs {
+		for ri, d := range runs {
+			if ri+1 < len(runs) {
+				c.footerAhead(ctx, runs[ri+1])
+			}
 			if d.Start > next {
 				return nil, fmt.Errorf("%w: index gap at %d of %v (next source starts at %d)", errSourceMoved, next, h.ID, d.Start)
 			}
@@ -276,6 +279,25 @@ func (c *Core) readEntries(ctx context.Context, h *head, from int64, opts ReadOp
 		}
 	}
 	return out, nil
+}
+
+// footerAhead starts loading the footer of d, the source after the one a
+// read is about to use, when d is a generation object whose footer is not
+// cached (generation.Reader.FooterAhead): a catch-up that crosses into it
+// then finds the footer in hand instead of waiting for a small read from
+// the device at the object's first read. A no-op for other sources, and
+// under the deterministic simulator (the load runs in a goroutine of its
+// own, as read-ahead's GETs do: only on the real runtime).
+func (c *Core) footerAhead(ctx context.Context, d descriptor) {
+	if c.gens == nil || d.Provider != generationProvider || len(d.Parts) != 1 {
+		return
+	}
+	if _, real := c.cfg.runtime.(realRuntime); !real {
+		return
+	}
+	if t, err := decodeGenTarget(d.Parts[0].Target); err == nil {
+		c.gens.r.FooterAhead(ctx, t.Key, t.Info)
+	}
 }
 
 // appendGenEntries appends the entries of gens (in offset order) that

@@ -47,3 +47,38 @@ func TestCatchUpReadAhead(t *testing.T) {
 		t.Fatalf("%d of %d generation reads used read-ahead", st.GenerationReadAheadHits, st.GenerationReads)
 	}
 }
+
+// TestCatchUpFooterAhead: a catch-up reader on another core, read-ahead
+// off (the default), reading a stream materialized into several
+// generations loads each next object's footer ahead of crossing into it
+// (the stream names the source after the one it reads), and every entry
+// comes back exactly.
+func TestCatchUpFooterAhead(t *testing.T) {
+	e := newLCEnv(t)
+	w := e.open(t, "w1")
+	ctx := ctxT(t)
+	info, err := w.Create(ctx, "footers", stream.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := appendN(t, w, s, 0, 800)
+	waitFor(t, "materialized", func() bool {
+		in, err := w.Describe(ctx, info.ID)
+		return err == nil && in.MaterializedThrough == 800
+	})
+	gens := e.keys(t, "gen/")
+	if len(gens) < 4 {
+		t.Fatalf("want several generation objects, have %v", gens)
+	}
+	r := e.open(t, "r1")
+	if end := readAll(t, r, info.ID, 0, want); end != 800 {
+		t.Fatalf("read to %d", end)
+	}
+	if st := r.Stats(); st.GenerationFootersAhead == 0 || st.GenerationReadAheads != 0 {
+		t.Fatalf("footers not loaded ahead (or read-ahead on while off): %+v", st)
+	}
+}

@@ -658,3 +658,11 @@ func (s *countingStore) ReadRange(ctx context.Context, key string, offset int64,
 func (s *countingStore) Cached(ctx context.Context, key string, offset, length int64) (bool, error) {
 	return objectstore.Cached(ctx, s.ObjectStore, key, offset, length)
 }
+
+// ReadRangePieces keeps objectstore.PieceReader (a span read and checked
+// piece by piece) as the store has it; counted as one ranged read.
+func (s *countingStore) ReadRangePieces(ctx context.Context, key string, offset int64, dst []byte, piece int, opts objectstore.ReadRangeOptions, filled func(n int) error) (int, error) {
+	n, err := objectstore.ReadRangePieces(ctx, s.ObjectStore, key, offset, dst, piece, opts, filled)
+	s.count(n)
+	return n, err
+}

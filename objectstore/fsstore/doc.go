@@ -72,7 +72,8 @@
 // file length must match the header. Get verifies everything, GetRange the
 // blocks it reads, Head and List the header. A mismatch returns an error
 // wrapping objectstore.ErrCorrupt (distinct from ErrNotFound). The one
-// exception is ReadRange with CallerVerifies: its caller has promised to
+// exception is ReadRange (and ReadRangePieces, the same read in pieces
+// through one open) with CallerVerifies: its caller has promised to
 // check every byte against checksums of its own before using it (a
 // generation object's entry and block CRCs), so only the header is checked
 // here and each byte is still checked exactly once.

@@ -165,6 +165,19 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []b
 	return n, err
 }
 
+// ReadRangePieces implements objectstore.PieceReader (counted as one
+// get_range, as ReadRange; the inner store's own pieces, or one ReadRange
+// when it has none).
+func (s *Store) ReadRangePieces(ctx context.Context, key string, offset int64, dst []byte, piece int, opts objectstore.ReadRangeOptions, filled func(n int) error) (int, error) {
+	start := time.Now()
+	n, err := objectstore.ReadRangePieces(ctx, s.inner, key, offset, dst, piece, opts, filled)
+	s.done(ctx, OpGetRange, start, err)
+	if n > 0 {
+		s.read.Add(context.WithoutCancel(ctx), int64(n))
+	}
+	return n, err
+}
+
 // Cached implements objectstore.CacheProber by asking the inner store
 // (false when it cannot tell). Not counted: it reads no data.
 func (s *Store) Cached(ctx context.Context, key string, offset, length int64) (bool, error) {

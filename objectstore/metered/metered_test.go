@@ -1,6 +1,7 @@
 package metered_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/objectstore/memstore"
 	"github.com/nereusstream/nereus-go/objectstore/metered"
 	"github.com/nereusstream/nereus-go/objectstore/objectstoretest"
@@ -94,5 +96,37 @@ func TestCountsAndBytes(t *testing.T) {
 	}
 	if hist["put"] != 2 || hist["get"] != 2 || hist["list"] != 1 {
 		t.Errorf("latency counts = %v", hist)
+	}
+}
+
+// TestReadRangePieces: the wrapper keeps the inner store's pieces (fsstore
+// reads the range piece by piece; filled sees each) and, over a store
+// without them (memstore), reads the range once and calls filled once.
+func TestReadRangePieces(t *testing.T) {
+	ctx := context.Background()
+	fs, err := fsstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<10)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	for _, c := range []struct {
+		inner objectstore.ObjectStore
+		calls int
+	}{{fs, 8}, {memstore.New(), 1}} {
+		s := metered.Wrap(c.inner, mp.Meter("test"))
+		if _, err := s.Put(ctx, "a/b", data, objectstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]byte, len(data))
+		calls := 0
+		n, err := s.ReadRangePieces(ctx, "a/b", 0, dst, 8<<10, objectstore.ReadRangeOptions{CallerVerifies: true}, func(int) error {
+			calls++
+			return nil
+		})
+		if err != nil || n != len(data) || !bytes.Equal(dst, data) || calls != c.calls {
+			t.Fatalf("%T: n %d, %d filled calls (want %d), err %v", c.inner, n, calls, c.calls, err)
+		}
 	}
 }

@@ -28,37 +28,80 @@ func DecodeSpan(f *Footer, raw []byte, off int64, from int64) ([]Entry, error) {
 // decodeSpanAppend is DecodeSpan appending to dst[:0] (a slice reused with
 // a pooled Buffer), allocating only if dst is too small.
 func decodeSpanAppend(f *Footer, raw []byte, off int64, from int64, dst []Entry) ([]Entry, error) {
+	d, err := newSpanDecoder(f, off, int64(len(raw)), from, dst)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.filled(raw); err != nil {
+		return nil, err
+	}
+	return d.finish()
+}
+
+// spanDecoder decodes the n bytes of an object from byte position off (a
+// block start) block by block as they arrive: filled decodes, and checks,
+// every block that the bytes in hand now hold whole, so a reader can check
+// the first pieces of a span while the rest is still being read. finish
+// says whether every block of the span was decoded. Its checks are
+// DecodeSpan's; nothing it returns was not checked.
+type spanDecoder struct {
+	f         *Footer
+	off, from int64
+	next, end int // blocks [next, end) of f are still to decode
+	out       []Entry
+}
+
+func newSpanDecoder(f *Footer, off, n, from int64, dst []Entry) (spanDecoder, error) {
 	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].Pos >= off })
 	if i == len(f.blocks) || f.blocks[i].Pos != off {
-		return nil, fmt.Errorf("nereus/generation: span at byte %d is not a block start", off)
+		return spanDecoder{}, fmt.Errorf("nereus/generation: span at byte %d is not a block start", off)
 	}
-	end := off + int64(len(raw))
-	j, n := i, 0
+	end := off + n
+	j, entries := i, 0
 	for ; j < len(f.blocks) && f.blocks[j].Pos < end; j++ {
 		if f.blocks[j].Pos+f.blocks[j].Len > end {
-			return nil, corrupt(fmt.Sprintf("span ends inside block %d (short read or truncated object)", j))
+			return spanDecoder{}, corrupt(fmt.Sprintf("span ends inside block %d (short read or truncated object)", j))
 		}
-		n += int(f.blocks[j].Entries)
+		entries += int(f.blocks[j].Entries)
 	}
 	if j == i {
-		return nil, corrupt("empty span (short read or truncated object)")
+		return spanDecoder{}, corrupt("empty span (short read or truncated object)")
 	}
 	// Entries wholly before from are skipped, so this may over-allocate by
 	// part of one block; counts are bounded by the span length (every
-	// entry has a 20-byte header), so it never exceeds len(raw)/20.
+	// entry has a 20-byte header), so it never exceeds n/20.
 	out := dst[:0]
-	if cap(out) < n {
-		out = make([]Entry, 0, n)
+	if cap(out) < entries {
+		out = make([]Entry, 0, entries)
 	}
-	var err error
-	for k := i; k < j; k++ {
-		b := f.blocks[k]
-		out, err = decodeBlock(f, k, raw[b.Pos-off:b.Pos-off+b.Len], from, out, nil)
+	return spanDecoder{f: f, off: off, from: from, next: i, end: j, out: out}, nil
+}
+
+// filled decodes the blocks that raw (the span's bytes from its start, a
+// prefix that grows between calls; the bytes already decoded must not
+// change) now holds whole and that are not decoded yet.
+func (d *spanDecoder) filled(raw []byte) error {
+	have := d.off + int64(len(raw))
+	for ; d.next < d.end; d.next++ {
+		b := d.f.blocks[d.next]
+		if b.Pos+b.Len > have {
+			return nil
+		}
+		var err error
+		d.out, err = decodeBlock(d.f, d.next, raw[b.Pos-d.off:b.Pos-d.off+b.Len], d.from, d.out, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// finish returns the entries of a span whose every block was decoded.
+func (d *spanDecoder) finish() ([]Entry, error) {
+	if d.next < d.end {
+		return nil, corrupt(fmt.Sprintf("span cut short at block %d (short read or truncated object)", d.next))
+	}
+	return d.out, nil
 }
 
 // blockStats accumulates what Verify cross-checks against the meta.

@@ -31,7 +31,13 @@
 // exactly those blocks, and DecodeSpan verifies each block's CRC32C and each
 // entry's CRC32C before returning entries. Returned payloads alias the
 // fetched buffer (no copy): the buffer is never reused, so callers may keep
-// them, but a kept payload keeps its whole span buffer reachable. With
+// them, but a kept payload keeps its whole span buffer reachable. On a
+// store that reads a range in pieces (objectstore.PieceReader: fsstore) the
+// span is read in 1 MiB pieces through one open and each block is checked
+// as soon as its bytes are in, while the store reads on (the kernel's
+// read-ahead keeps the device busy behind the sequential reads), so a read
+// from the device overlaps its own checking; nothing is returned before
+// every block of the span passed, and a bad block stops the read. With
 // Reader.SetReadAhead, the span after a sequential read is fetched in the
 // background, into a pooled span buffer, once the read's own bytes are in
 // hand and before they are verified (and verified like any other when it

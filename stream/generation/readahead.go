@@ -250,3 +250,31 @@ func (r *Reader) forgetAheadLocked(key string) {
 		el = next
 	}
 }
+
+// FooterAhead starts loading, in the background, the footer of the object
+// at key (described by info) unless it is cached or being loaded: a
+// sequential reader that will cross into that object (the stream knows
+// which object follows; the Reader does not) then finds the footer cached
+// instead of waiting for its read from the device at the object's first
+// Read. It is independent of the read-ahead budget: one goroutine and one
+// small ranged read per object, and nothing is fetched that the Read would
+// not fetch itself. The footer is checked as Footer checks it (a corrupt
+// or missing one is not cached; the Read then loads it again and reports
+// its own error).
+func (r *Reader) FooterAhead(ctx context.Context, key string, info Info) {
+	r.mu.Lock()
+	el, cached := r.items[key]
+	_, loading := r.loading[key]
+	r.mu.Unlock()
+	if loading || (cached && el.Value.(*cacheItem).f.info == info) {
+		return
+	}
+	r.footersAhead.Add(1)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+	r.footersAheadWG.Add(1)
+	go func() {
+		defer r.footersAheadWG.Done()
+		defer cancel()
+		_, _ = r.Footer(gctx, key, info)
+	}()
+}
