@@ -35,7 +35,10 @@
 // ancestor, which makes that removal durable (syncDirOrPruned) — and
 // every directory on the key's path was made durable in its parent before
 // the object was published into it (a directory found already existing is
-// treated as durable only after this Store synced its parent once).
+// treated as durable only after this Store synced its parent once). A
+// directory a concurrent Delete prunes while a Put makes or publishes into
+// it is made again, and the publication retried, before anything of that
+// Put is visible.
 // A Put with objectstore.PutOptions.DeferSync skips its own directory
 // fsync and is durable once a later plain Put on this Store returns nil:
 // every plain Put fsyncs the directories of the DeferSync Puts before it

@@ -581,15 +581,21 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objectsto
 	}
 	parent := filepath.Dir(final)
 	for attempt := 0; ; attempt++ {
+		// A directory can vanish while ensureDirs makes or syncs it, and
+		// between ensureDirs and rename: a concurrent Delete prunes it as
+		// soon as it is empty (pruneEmptyDirs, which holds no lock of this
+		// key). Either way nothing of this Put is published yet, so it
+		// recreates the directories and tries again.
 		if err := s.ensureDirs(filepath.Dir(rel)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) && attempt < 100 {
+				continue
+			}
 			return objectstore.UpdateVersion{}, err
 		}
 		err := os.Rename(tmpPath, final)
 		if err == nil {
 			break
 		}
-		// The parent directory can vanish between ensureDirs and rename
-		// when a concurrent Delete prunes it as empty: recreate and retry.
 		if errors.Is(err, fs.ErrNotExist) && attempt < 100 {
 			continue
 		}
@@ -709,6 +715,9 @@ func (s *Store) ensureDirs(rel string) error {
 			if err := os.Mkdir(cur, 0o755); err != nil && !os.IsExist(err) {
 				return fmt.Errorf("fsstore: mkdir: %w", err)
 			}
+			if dirMadeHook != nil {
+				dirMadeHook(cur)
+			}
 			if err := syncDir(parent); err != nil {
 				return err
 			}
@@ -723,6 +732,10 @@ func (s *Store) ensureDirs(rel string) error {
 	}
 	return nil
 }
+
+// dirMadeHook, when set (only by tests), runs right after ensureDirs made
+// a directory: where a concurrent prune can remove it before its check.
+var dirMadeHook func(dir string)
 
 func (s *Store) rememberDir(path string, ino uint64) {
 	s.dirMu.Lock()

@@ -92,3 +92,38 @@ func TestDeferredSyncOfPrunedDirectory(t *testing.T) {
 		t.Fatalf("Put after the owed sync: %v", err)
 	}
 }
+
+// TestPutIntoADirectoryPrunedAsItWasMade: a Put whose new directory a
+// concurrent Delete prunes (it is empty until the rename) between its
+// mkdir and the check after it recreates the directory and publishes. CI
+// hit it as "fsstore: mkdir: lstat …: no such file or directory" under
+// TestRecycleConcurrentReaders; here the hook removes the directory at that
+// exact step.
+func TestPutIntoADirectoryPrunedAsItWasMade(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	var pruned atomic.Bool
+	dirMadeHook = func(dir string) {
+		if pruned.CompareAndSwap(false, true) {
+			if err := os.Remove(dir); err != nil {
+				t.Errorf("prune %s: %v", dir, err)
+			}
+		}
+	}
+	defer func() { dirMadeHook = nil }()
+	if _, err := s.Put(ctx, "q/new", []byte("bytes"), objectstore.PutOptions{}); err != nil {
+		t.Fatalf("Put after its directory was pruned: %v", err)
+	}
+	if !pruned.Load() {
+		t.Fatal("the Put made no directory: the test exercised nothing")
+	}
+	b, _, err := s.Get(ctx, "q/new")
+	if err != nil || string(b) != "bytes" {
+		t.Fatalf("Get = %q, %v; want the Put's bytes", b, err)
+	}
+}
