@@ -336,32 +336,46 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []b
 		}
 		return copy(dst, b), nil
 	}
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := checkKey(key); err != nil {
-		return 0, err
-	}
-	if offset < 0 {
-		return 0, fmt.Errorf("fsstore: %q: %w: negative offset %d", key, objectstore.ErrInvalidArgument, offset)
-	}
-	f, h, err := s.openObject(key)
-	if err != nil {
+	f, at, dst, err := s.openCallerVerifiedRange(ctx, key, offset, dst)
+	if f == nil {
 		return 0, err
 	}
 	defer func() { _ = f.Close() }()
-	size := int64(h.size)
-	if offset >= size || len(dst) == 0 {
-		return 0, nil
-	}
-	dst = dst[:min(int64(len(dst)), size-offset)]
-	if n, err := f.ReadAt(dst, h.dataOffset()+offset); n != len(dst) {
+	if n, err := f.ReadAt(dst, at); n != len(dst) {
 		return 0, fmt.Errorf("fsstore: %q: read: %w", key, err)
 	}
 	return len(dst), nil
+}
+
+// openCallerVerifiedRange is the part of ReadRange and ReadRangePieces
+// with CallerVerifies before the data reads: it checks the request, opens
+// the object and checks its header (a torn or truncated file is still
+// ErrCorrupt), and clips dst to the object's end. It returns the open file,
+// the file position of offset and the clipped dst; a nil file means there
+// is nothing to read (err says why, nil for an empty range).
+func (s *Store) openCallerVerifiedRange(ctx context.Context, key string, offset int64, dst []byte) (*os.File, int64, []byte, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, 0, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, nil, err
+	}
+	if err := checkKey(key); err != nil {
+		return nil, 0, nil, err
+	}
+	if offset < 0 {
+		return nil, 0, nil, fmt.Errorf("fsstore: %q: %w: negative offset %d", key, objectstore.ErrInvalidArgument, offset)
+	}
+	f, h, err := s.openObject(key)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	size := int64(h.size)
+	if offset >= size || len(dst) == 0 {
+		_ = f.Close()
+		return nil, 0, nil, nil
+	}
+	return f, h.dataOffset() + offset, dst[:min(int64(len(dst)), size-offset)], nil
 }
 
 // ReadRangePieces implements objectstore.PieceReader. With CallerVerifies
@@ -379,31 +393,14 @@ func (s *Store) ReadRangePieces(ctx context.Context, key string, offset int64, d
 		}
 		return n, err
 	}
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := checkKey(key); err != nil {
-		return 0, err
-	}
-	if offset < 0 {
-		return 0, fmt.Errorf("fsstore: %q: %w: negative offset %d", key, objectstore.ErrInvalidArgument, offset)
-	}
-	f, h, err := s.openObject(key)
-	if err != nil {
+	f, at, dst, err := s.openCallerVerifiedRange(ctx, key, offset, dst)
+	if f == nil {
 		return 0, err
 	}
 	defer func() { _ = f.Close() }()
-	size := int64(h.size)
-	if offset >= size || len(dst) == 0 {
-		return 0, nil
-	}
-	dst = dst[:min(int64(len(dst)), size-offset)]
 	for done := 0; done < len(dst); {
 		p := dst[done:min(done+piece, len(dst))]
-		if n, err := f.ReadAt(p, h.dataOffset()+offset+int64(done)); n != len(p) {
+		if n, err := f.ReadAt(p, at+int64(done)); n != len(p) {
 			return done + n, fmt.Errorf("fsstore: %q: read: %w", key, err)
 		}
 		done += len(p)
