@@ -176,8 +176,10 @@ type PieceReader interface {
 	// ReadRangePieces reads the len(dst) bytes at offset of key into dst,
 	// in order, each read at most piece bytes, and after each one calls
 	// filled with how many bytes of dst (a prefix) are read so far. An
-	// error from filled stops the read: no further piece is read and that
-	// error is returned. Otherwise it returns how many bytes it read, and
+	// error from filled stops the read and that error is returned; a store
+	// may already be reading the piece after the one filled was given
+	// (fsstore reads one piece ahead), but never more than that one, and
+	// no piece past the failed one is ever handed to filled. Otherwise it returns how many bytes it read, and
 	// errors, as ReadRange does (fewer only when the object ends first;
 	// filled is then called with that count). dst belongs to the caller
 	// again once ReadRangePieces returns.

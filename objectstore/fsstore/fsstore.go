@@ -398,17 +398,80 @@ func (s *Store) ReadRangePieces(ctx context.Context, key string, offset int64, d
 		return 0, err
 	}
 	defer func() { _ = f.Close() }()
-	for done := 0; done < len(dst); {
-		p := dst[done:min(done+piece, len(dst))]
-		if n, err := f.ReadAt(p, at+int64(done)); n != len(p) {
-			return done + n, fmt.Errorf("fsstore: %q: read: %w", key, err)
+	return readPiecesAhead(f, at, dst, piece, key, filled)
+}
+
+// readPiecesAhead preads dst from f at at, in pieces of at most piece
+// bytes, on a goroutine of its own that stays one piece ahead of filled:
+// while filled checks piece k, piece k+1 is being read. The device then
+// works during the caller's check instead of after it (a plain sequential
+// loop of preads leaves it to the kernel's read-ahead alone), and on two
+// cores the copy out of the page cache runs beside the caller's CRC.
+//
+// The two goroutines never touch the same bytes: the reader writes only
+// past the prefix it has handed over, filled looks only at that prefix, and
+// each hand-off on the unbuffered channel orders a piece's writes before
+// filled reads them. Because the channel is unbuffered the reader is never
+// more than one piece past the prefix filled was given, so when filled
+// fails at most that one further piece has been read (into dst, never
+// handed over). It returns only after the reader has stopped, so dst is
+// the caller's again, as the interface requires.
+// pieceReadHook, when set (only by tests), runs on readPiecesAhead's reader
+// just before it reads the piece that starts at byte done of dst.
+var pieceReadHook func(done int)
+
+func readPiecesAhead(f *os.File, at int64, dst []byte, piece int, key string, filled func(n int) error) (int, error) {
+	type readTo struct {
+		end int
+		err error
+	}
+	pieces := make(chan readTo)
+	stop := make(chan struct{})
+	go func() {
+		defer close(pieces)
+		for done := 0; done < len(dst); {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := dst[done:min(done+piece, len(dst))]
+			if pieceReadHook != nil {
+				pieceReadHook(done)
+			}
+			n, err := f.ReadAt(p, at+int64(done))
+			done += n
+			if n != len(p) { // ReadAt's err is non-nil whenever n < len(p)
+				select {
+				case pieces <- readTo{end: done, err: err}:
+				case <-stop:
+				}
+				return
+			}
+			select {
+			case pieces <- readTo{end: done}:
+			case <-stop:
+				return
+			}
 		}
-		done += len(p)
-		if err := filled(done); err != nil {
-			return done, err
+	}()
+	finish := func(n int, err error) (int, error) {
+		close(stop)
+		for range pieces { // wait for the reader: dst is the caller's once this returns
+		}
+		return n, err
+	}
+	handed := 0
+	for r := range pieces {
+		if r.err != nil {
+			return finish(r.end, fmt.Errorf("fsstore: %q: read: %w", key, r.err))
+		}
+		handed = r.end
+		if err := filled(handed); err != nil {
+			return finish(handed, err)
 		}
 	}
-	return len(dst), nil
+	return handed, nil
 }
 
 // Head implements objectstore.ObjectStore. It reads and verifies only the
