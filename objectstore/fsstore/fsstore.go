@@ -401,6 +401,10 @@ func (s *Store) ReadRangePieces(ctx context.Context, key string, offset int64, d
 	return readPiecesAhead(f, at, dst, piece, key, filled)
 }
 
+// pieceReadHook, when set (only by tests), runs on readPiecesAhead's reader
+// just before it reads the piece that starts at byte done of dst.
+var pieceReadHook func(done int)
+
 // readPiecesAhead preads dst from f at at, in pieces of at most piece
 // bytes, on a goroutine of its own that stays one piece ahead of filled:
 // while filled checks piece k, piece k+1 is being read. The device then
@@ -416,10 +420,6 @@ func (s *Store) ReadRangePieces(ctx context.Context, key string, offset int64, d
 // fails at most that one further piece has been read (into dst, never
 // handed over). It returns only after the reader has stopped, so dst is
 // the caller's again, as the interface requires.
-// pieceReadHook, when set (only by tests), runs on readPiecesAhead's reader
-// just before it reads the piece that starts at byte done of dst.
-var pieceReadHook func(done int)
-
 func readPiecesAhead(f *os.File, at int64, dst []byte, piece int, key string, filled func(n int) error) (int, error) {
 	type readTo struct {
 		end int
