@@ -179,8 +179,8 @@ type PieceReader interface {
 	// error from filled stops the read and that error is returned; a store
 	// may already be reading the piece after the one filled was given
 	// (fsstore reads one piece ahead), but never more than that one, and
-	// no piece past the failed one is ever handed to filled. Otherwise it returns how many bytes it read, and
-	// errors, as ReadRange does (fewer only when the object ends first;
+	// no piece past the failed one is ever handed to filled. Otherwise it
+	// returns how many bytes it read, and errors, as ReadRange does (fewer only when the object ends first;
 	// filled is then called with that count). dst belongs to the caller
 	// again once ReadRangePieces returns.
 	ReadRangePieces(ctx context.Context, key string, offset int64, dst []byte, piece int, opts ReadRangeOptions, filled func(n int) error) (int, error)

@@ -19,8 +19,8 @@ import (
 // than, equal to and larger than the range; filled sees the filled prefix
 // grow piece by piece up to the count; an error from filled stops the read
 // (at most the one piece being read ahead is read past it: dst beyond that
-// stays untouched) and is returned; a missing key is ErrNotFound; a torn file is ErrCorrupt (the
-// header is checked as ReadRange checks it); without CallerVerifies the
+// stays untouched) and is returned; a missing key is ErrNotFound; a torn
+// file is ErrCorrupt (the header is checked as ReadRange checks it); without CallerVerifies the
 // read is GetRange's verified one and filled is called once.
 func TestReadRangePieces(t *testing.T) {
 	ctx := context.Background()
@@ -107,7 +107,6 @@ func TestReadRangePieces(t *testing.T) {
 	// dst is the caller's once the call returned: the reader has stopped
 	// (under -race a write still in flight would be reported here).
 	clear(dst)
-	pieceReadHook = nil
 	if _, err := s.ReadRangePieces(ctx, "a/missing", 0, dst, 1<<10, verifies, func(int) error { return nil }); !errors.Is(err, objectstore.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
 	}
