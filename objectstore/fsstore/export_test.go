@@ -30,8 +30,5 @@ var CrashSteps = []string{"temp-created", "temp-written", "temp-synced", "retire
 // the call keeps for reuse (0: every retired inode is freed, as before
 // recycling); -1 restores the default.
 func SetRecycleLimitForTest(n int) {
-	if n < 0 {
-		n = maxRecycled
-	}
 	recycleLimit = n
 }

@@ -712,7 +712,7 @@ func (s *Store) writeTemp(data []byte, gen uint64) (string, error) {
 		if _, err := f.WriteAt(prefix, 0); err != nil {
 			return err
 		}
-		if _, err := f.WriteAt(data, int64(len(prefix))); err != nil {
+		if err := writeData(f, data, int64(len(prefix))); err != nil {
 			return err
 		}
 		if t.size > size {

@@ -66,8 +66,16 @@ import (
 // an orphan, exactly as an inode unlinked but not yet written back would be.
 
 // maxRecycled bounds the retired inodes kept for reuse; past it they are
-// freed (the pool only has to cover the gap between deletes and creates).
-const maxRecycled = 32
+// freed. The pool has to cover the gap between deletes and creates, and
+// deletes come in bursts: once a generation is published, GC deletes the
+// WAL segments it replaced together (at 10,000 Pulsar messages/s, ~500
+// segments every ~1.6 s). With 32 kept the rest of each burst was freed and
+// the creates after it paid the scan above: 12 % more server CPU, and a
+// higher publish p99, than with the whole burst kept (issue-15-ops.md,
+// session 18). Each kept inode holds an open descriptor, so the pool also
+// stays within a sixteenth of the process's descriptor limit
+// (recycleLimitFor).
+const maxRecycled = 1024
 
 // Recycling keeps disk space that a free would have returned, so it is
 // bounded by size and never done when space is short: an inode larger than
@@ -82,9 +90,31 @@ const (
 	minFreeForRecycling = 256 << 20
 )
 
-// recycleLimit is maxRecycled unless a test changed it (export_test.go:
-// the power-cut test's "released" step needs inodes that are freed).
-var recycleLimit = maxRecycled
+// minRecycled is the pool's size under a small descriptor limit.
+const minRecycled = 32
+
+// recycleLimitFor is the pool bound for a process allowed nofile open
+// descriptors: maxRecycled, or a sixteenth of nofile when that is smaller,
+// but never below minRecycled (the bound before bursts were measured).
+func recycleLimitFor(nofile uint64) int {
+	return int(max(minRecycled, min(maxRecycled, nofile/16)))
+}
+
+// defaultRecycleLimit is recycleLimitFor the current soft descriptor limit
+// (which the Go runtime raises to the hard limit at start); minRecycled if
+// it cannot be read.
+func defaultRecycleLimit() int {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return minRecycled
+	}
+	return recycleLimitFor(r.Cur)
+}
+
+// recycleLimit, when not negative, replaces defaultRecycleLimit (set only
+// by tests, export_test.go: the power-cut test's "released" step needs
+// inodes that are freed).
+var recycleLimit = -1
 
 // skipLeaseCheck is the recycling's mutant: set only by tests (to show that
 // the test holding an old reader open sees its bytes change without the

@@ -304,3 +304,54 @@ func TestRecycleKeepsNoLargeInodes(t *testing.T) {
 		t.Fatalf("recycled %+v (%d bytes held), want only the small object's inode", s.hk.recycled, s.hk.recycledBytes)
 	}
 }
+
+// TestRecycleKeepsABurst: the inodes of a burst of deletes far larger than
+// the old bound of 32 (GC deleting the WAL segments a generation replaced)
+// are all kept, and the Puts after the burst are all written into them:
+// none creates a temp file on its path.
+func TestRecycleKeepsABurst(t *testing.T) {
+	s := open(t, t.TempDir())
+	manualHousekeeper(t, s)
+	const burst = 300
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur/16 < burst {
+		t.Skipf("descriptor limit %d (%v) bounds the pool below %d", lim.Cur, err, burst)
+	}
+	for i := range burst {
+		put(t, s, fmt.Sprintf("seg/%03d", i), pattern(4096+i), objectstore.PutOptions{Mode: objectstore.PutCreate})
+	}
+	settle(s.hk)
+	for i := range burst {
+		if err := s.Delete(ctx(), fmt.Sprintf("seg/%03d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 { // the housekeeper keeps up with the retire queue
+			settle(s.hk)
+		}
+	}
+	settle(s.hk)
+	if len(s.hk.recycled) != burst {
+		t.Fatalf("%d of %d deleted inodes kept for reuse", len(s.hk.recycled), burst)
+	}
+	s.hk.free = nil // no empty temp files made ahead: every Put must reuse
+	misses, reuses := s.hk.misses.Load(), s.hk.reuses.Load()
+	for i := range burst {
+		put(t, s, fmt.Sprintf("next/%03d", i), pattern(4000), objectstore.PutOptions{Mode: objectstore.PutCreate})
+	}
+	if m, r := s.hk.misses.Load()-misses, s.hk.reuses.Load()-reuses; m != 0 || r != burst {
+		t.Fatalf("after the burst: %d temp files created on the Put path, %d Puts into recycled inodes; want 0 and %d", m, r, burst)
+	}
+}
+
+// TestRecycleLimitFor: the pool bound follows the descriptor limit (a
+// sixteenth of it) between minRecycled and maxRecycled.
+func TestRecycleLimitFor(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		want   int
+	}{{0, minRecycled}, {256, minRecycled}, {1024, 64}, {4096, 256}, {20000, maxRecycled}, {1 << 40, maxRecycled}} {
+		if got := recycleLimitFor(c.nofile); got != c.want {
+			t.Errorf("recycleLimitFor(%d) = %d, want %d", c.nofile, got, c.want)
+		}
+	}
+}

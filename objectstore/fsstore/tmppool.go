@@ -93,6 +93,10 @@ func startHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
 }
 
 func newHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
+	limit := recycleLimit
+	if limit < 0 {
+		limit = defaultRecycleLimit()
+	}
 	h := &housekeeper{
 		dir:         dir,
 		seq:         seq,
@@ -101,7 +105,7 @@ func newHousekeeper(dir string, seq *atomic.Uint64) *housekeeper {
 		retire:      make(chan retired, releaseQueue),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
-		maxRecycled: recycleLimit,
+		maxRecycled: limit,
 	}
 	h.kick <- struct{}{}
 	return h

@@ -264,8 +264,11 @@ func (r *Reader) get(ctx context.Context, key string, off, n int64, buf *Buffer)
 // verifyPiece is the piece size of getDecoded's reads: small enough that
 // the piece just copied is still in the CPU's cache when it is checked and
 // that the device has the next pieces to read meanwhile, large enough that
-// the extra preads cost nothing measurable (16 per 16 MiB span).
-const verifyPiece = 1 << 20
+// the extra preads cost nothing measurable (32 per 16 MiB span). 512 KiB
+// read a cold 1 KiB-entry backlog ~7 % faster than 1 MiB, 2 MiB and
+// 256 KiB did, and 16 KiB entries as fast (docs/notes/issue-9.md,
+// session 18).
+const verifyPiece = 512 << 10
 
 // getDecoded is get and DecodeSpan in one pass, for a store that reads a
 // range in pieces (objectstore.PieceReader): [off, off+n) of key is read
