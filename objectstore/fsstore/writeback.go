@@ -27,15 +27,16 @@ import (
 // nor the device's cache, so it orders nothing. Its errors are returned,
 // not ignored: a write-back error it reports is consumed from the file's
 // error state (Linux errseq), so the fdatasync after it would not see it
-// again. Where the call is not supported (ENOSYS, another platform) the
-// object is written in one piece, as before.
+// again. Where the call is not supported (ENOSYS, EINVAL or EOPNOTSUPP
+// from the file system, another platform) the object is written in one
+// piece, as before.
 const (
 	writebackChunk = 1 << 20
 	pacedWriteMin  = 4 << 20
 )
 
-// writebackUnpaced is set once sync_file_range turned out to be missing
-// (ENOSYS), and by tests that compare against one-piece writes.
+// writebackUnpaced is set once sync_file_range turned out to be
+// unsupported where the store lives.
 var writebackUnpaced atomic.Bool
 
 // writebackHook, when set (only by tests), is told of each chunk's start

@@ -10,8 +10,10 @@ import (
 const pacingSupported = true
 
 // startWriteback starts writing [off, off+n) of f back to the device and
-// returns without waiting. ENOSYS turns pacing off for good (the chunks
-// are then simply written).
+// returns without waiting. A call the kernel or the file system does not
+// support (ENOSYS, EINVAL, EOPNOTSUPP: the arguments here are always
+// valid) turns pacing off for good, and the chunks are then simply
+// written; any other error is the write's.
 func startWriteback(f *os.File, off int64, n int) error {
 	return syncFileRange(f, off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
@@ -31,7 +33,7 @@ func syncFileRange(f *os.File, off int64, n int, flags int) error {
 			return nil
 		case errors.Is(err, unix.EINTR):
 			continue
-		case errors.Is(err, unix.ENOSYS):
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL), errors.Is(err, unix.EOPNOTSUPP):
 			writebackUnpaced.Store(true)
 			return nil
 		default:

@@ -107,3 +107,29 @@ func TestPacedWriteback(t *testing.T) {
 		}
 	}
 }
+
+// TestWritebackUnsupported: a sync_file_range the file system refuses as
+// unsupported (EINVAL here, from flags no kernel accepts) turns pacing off
+// instead of failing the write, and a large Put is then written in one
+// piece; any other error stays the write's error (TestPacedWriteback).
+func TestWritebackUnsupported(t *testing.T) {
+	defer writebackUnpaced.Store(false)
+	f, err := os.CreateTemp(t.TempDir(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncFileRange(f, 0, 4096, 1<<30); err != nil || !writebackUnpaced.Load() {
+		t.Fatalf("an unsupported sync_file_range: err %v, pacing off %v; want nil and true", err, writebackUnpaced.Load())
+	}
+	var calls int
+	writebackHook = func(string, int64, int) error { calls++; return nil }
+	defer func() { writebackHook = nil }()
+	data := make([]byte, pacedWriteMin+1)
+	if err := writeData(f, data, 0); err != nil || calls != 0 {
+		t.Fatalf("with pacing off: err %v, %d writeback calls; want nil and 0", err, calls)
+	}
+}
