@@ -24,11 +24,7 @@ import (
 func TestPacedWriteback(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := open(t, dir)
 	var events []string
 	var started, awaited []int64 // chunk offsets, in call order
 	var covered int64
