@@ -13,10 +13,11 @@ import (
 // write and one fdatasync puts all of its dirty pages at the device at
 // once, and every other writer's flush — the Object WAL segment and
 // manifest fdatasyncs that acknowledge producers, the metadata log's — waits
-// behind them: on ext4 a journal commit waits for the ordered data of the
-// inodes in its transaction, and the device serves the queue in order. At
-// 10,000 Pulsar messages/s (one 16 MiB generation every ~1.6 s) that was
-// most of the publish p99 (docs/notes/issue-15-ops.md, session 18).
+// behind them: their few KiB reach a device that already has 16 MiB queued
+// (and on a journaled ext4 a commit also waits for the ordered data of
+// every inode in its transaction). At 10,000 Pulsar messages/s (one 16 MiB
+// generation every ~1.6 s) that was most of the publish p99
+// (docs/notes/issue-15-ops.md, session 18: ext4 without a journal).
 //
 // So an object of at least pacedWriteMin bytes is written in chunks of
 // writebackChunk: once chunk k is written its writeback is started
