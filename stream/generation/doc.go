@@ -35,8 +35,9 @@
 // store that reads a range in pieces (objectstore.PieceReader: fsstore) the
 // span is read in 512 KiB pieces (verifyPiece) through one open and each
 // block is checked as soon as its bytes are in, while the store reads the
-// next piece, so a read from the device overlaps its own checking; nothing is returned before
-// every block of the span passed, and a bad block stops the read. With
+// next piece, so a read from the device overlaps its own checking; nothing
+// is returned before every block of the span passed, and a bad block stops
+// the read. With
 // Reader.SetReadAhead, the span after a sequential read is fetched in the
 // background, into a pooled span buffer, once the read's own bytes are in
 // hand and before they are verified (and verified like any other when it
