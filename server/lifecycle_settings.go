@@ -21,7 +21,8 @@ type LifecycleSettings struct {
 	// segments are kept for a slow stream.
 	GenerationMaxAge time.Duration
 	// MaterializeConcurrency bounds parallel materialization tasks (and so
-	// their memory, about GenerationBytes each; default 2).
+	// their memory, about GenerationBytes each; default half the CPUs, at
+	// least one: stream.DefaultMaterializeConcurrency).
 	MaterializeConcurrency int64
 	// GCInterval is how often GC runs (default 1s); GCGrace how long an
 	// unpublished, unprotected source stays before its bytes are deleted
@@ -55,7 +56,7 @@ type LifecycleSettings struct {
 
 // DefaultLifecycleSettings returns the core's defaults.
 func DefaultLifecycleSettings() LifecycleSettings {
-	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
+	return LifecycleSettings{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: int64(stream.DefaultMaterializeConcurrency()),
 		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaterializeMaxLag: 1 << 30,
 		GCAdoptAfter: cluster.DefaultAdoptAfter, GCAdoptScanInterval: time.Minute}
 }

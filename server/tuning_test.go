@@ -114,7 +114,7 @@ func TestParseBytes(t *testing.T) {
 // The lifecycle defaults are the core's own.
 func TestLifecycleDefaultsMatchCore(t *testing.T) {
 	got := DefaultLifecycleSettings().coreLifecycle()
-	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: 2,
+	want := stream.LifecycleConfig{GenerationBytes: 16 << 20, GenerationMaxAge: 60 * time.Second, MaterializeConcurrency: stream.DefaultMaterializeConcurrency(),
 		GCInterval: time.Second, GCGrace: 2 * time.Second, LeaseTTL: 30 * time.Second, MaxMaterializeLag: 1 << 30,
 		AdoptScanInterval: time.Minute}
 	if got != want {

@@ -1,6 +1,9 @@
 package stream
 
-import "time"
+import (
+	goruntime "runtime"
+	"time"
+)
 
 // LifecycleConfig configures the physical lifecycle of streams:
 // materialization into generations, retention, reader protection and
@@ -18,7 +21,8 @@ type LifecycleConfig struct {
 	// segments a stream wrote into must be kept.
 	GenerationMaxAge time.Duration
 	// MaterializeConcurrency bounds parallel materialization tasks, and so
-	// the memory they use (about GenerationBytes each; default 2).
+	// the memory they use (about GenerationBytes each; default
+	// DefaultMaterializeConcurrency: half the CPUs, at least one).
 	MaterializeConcurrency int
 	// DisableMaterialization turns background materialization off (tests,
 	// troubleshooting). *_SYNC_OBJECT BookKeeper appends still materialize.
@@ -93,6 +97,17 @@ type LifecycleConfig struct {
 	OrphanSweepInterval time.Duration
 }
 
+// DefaultMaterializeConcurrency is MaterializeConcurrency's default: half
+// the CPUs the Go runtime schedules on, at least one. Materialization is
+// background CPU work (reading the source, checksumming, copying, the
+// digest); with as many tasks as cores, a burst of streams coming due
+// together — GenerationMaxAge after a produce spread over 16 partitions —
+// took both cores of a 2-core machine from the acknowledgement path:
+// Kafka's EndToEndLatency p99 16–26 ms in the rounds that met such a burst,
+// 8–9 ms with one task, which kept up with a 50 MB/s produce all the same
+// (docs/notes/issue-15-ops.md, session 19).
+func DefaultMaterializeConcurrency() int { return max(1, goruntime.GOMAXPROCS(0)/2) }
+
 func (l *LifecycleConfig) withDefaults() {
 	if l.Interval <= 0 {
 		l.Interval = time.Second
@@ -104,7 +119,7 @@ func (l *LifecycleConfig) withDefaults() {
 		l.GenerationMaxAge = 60 * time.Second
 	}
 	if l.MaterializeConcurrency <= 0 {
-		l.MaterializeConcurrency = 2
+		l.MaterializeConcurrency = DefaultMaterializeConcurrency()
 	}
 	if l.GCInterval <= 0 {
 		l.GCInterval = time.Second
