@@ -220,7 +220,7 @@ func (c *Core) materializeBackpressure(o *owner) error {
 		h.Retention.Time > 0 && h.Retention.Time <= 2*c.cfg.Lifecycle.GenerationMaxAge {
 		return nil
 	}
-	lag := h.CommittedBytes - max(h.GenCumBytes, h.StartBytes)
+	lag := h.unmaterializedBytes()
 	if lag <= bound {
 		return nil
 	}
@@ -242,16 +242,28 @@ func taskTimeout(cfg LifecycleConfig) time.Duration { return max(cfg.OrphanGrace
 // (a larger object still grows past it).
 const maxBuilderPresize = 256 << 20
 
+// unmaterializedBytes is the committed payload not yet in a generation
+// (nor trimmed).
+func (h *head) unmaterializedBytes() int64 {
+	return h.CommittedBytes - max(h.GenCumBytes, h.StartBytes)
+}
+
 // builderCapacity sizes a generation builder's buffer for the object about
 // to be built from h: the payload it will take (the unmaterialized bytes,
-// at most limit), plus 1/16 for entry headers and the block index and one
-// large entry past the cut. Grown by append from nothing instead, a 16 MiB
-// generation allocated ~5× its size in 1.25× growth steps: 40 % of all the
-// server allocated under a 10,000 msg/s Pulsar load, and most of its Go GC
-// cycles (docs/notes/issue-15-ops.md, session 19). Entries under ~320
-// bytes outgrow the 1/16 and regrow the buffer once.
+// at most limit; presizeFor).
 func builderCapacity(h *head, limit int64) int {
-	payload := min(limit, max(h.CommittedBytes-max(h.GenCumBytes, h.StartBytes), 0))
+	return presizeFor(min(limit, max(h.unmaterializedBytes(), 0)))
+}
+
+// presizeFor is a generation builder's initial capacity for an object of
+// payload bytes: plus 1/16 for entry headers and the block index and one
+// large entry past the cut, at most maxBuilderPresize. Grown by append
+// from nothing instead, a 16 MiB generation allocated ~5× its size in
+// 1.25× growth steps: 40 % of all the server allocated under a 10,000
+// msg/s Pulsar load, and most of its Go GC cycles
+// (docs/notes/issue-15-ops.md, session 19). Entries under ~320 bytes
+// outgrow the 1/16 and regrow the buffer once.
+func presizeFor(payload int64) int {
 	return int(min(payload+payload/16+1<<20, maxBuilderPresize))
 }
 

@@ -314,10 +314,12 @@ func (c *Core) mergeGenerations(ctx context.Context, id ID, srcs []mergeSource) 
 	}
 
 	var sum int64
-	var lin []lineage
-	bld := generation.NewBuilder(uint64(id), gen, a, generation.BuilderOptions{})
 	for _, s := range srcs {
 		sum += s.d.Bytes
+	}
+	var lin []lineage
+	bld := generation.NewBuilder(uint64(id), gen, a, generation.BuilderOptions{Capacity: presizeFor(sum)})
+	for _, s := range srcs {
 		lin = appendLineage(lin, s.d)
 		for next := s.d.Start; next < s.d.End; {
 			entries, err := c.gens.Read(ctx, s.d.Parts[0].Target, s.d.Start, next, 8<<20)
