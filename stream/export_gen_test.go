@@ -134,3 +134,21 @@ func JournalOrphan(ctx context.Context, meta metadata.Store, id ID, objectKey st
 	_, err := meta.Put(ctx, retireKey(id, objectKey), rec.encode(), metadata.NotExists)
 	return err
 }
+
+// IndexSources returns the [start, end) and payload bytes of stream id's
+// offset-index records in key order (for tests outside the package).
+func IndexSources(ctx context.Context, meta metadata.Store, id ID) ([][3]int64, error) {
+	recs, err := meta.RangeScan(ctx, indexPrefix(id), indexPrefix(id)+"\xff", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][3]int64, 0, len(recs))
+	for _, r := range recs {
+		d, err := decodeIndexRecord(r.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, [3]int64{d.Start, d.End, d.Bytes})
+	}
+	return out, nil
+}

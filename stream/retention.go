@@ -135,6 +135,13 @@ func (c *Core) enforceOne(ctx context.Context, in Info) (int64, error) {
 	return to, nil
 }
 
+// retentionScanFirst and retentionScanMax bound how many sources one index
+// read of retentionCut asks for: the first read's and the widest.
+const (
+	retentionScanFirst = 4
+	retentionScanMax   = 256
+)
+
 // retentionCut walks sources from h.Start and returns the end of the last
 // one retention lets go: older than Retention.Time (by its newest entry's
 // timestamp, as Kafka judges segments), or keeping the retained size above
@@ -149,8 +156,14 @@ func (c *Core) retentionCut(ctx context.Context, h *head) (trimTo, newestTS int6
 	// merge finishes (a merged generation and the small ones it replaces
 	// are both listed): each byte is counted once.
 	cum := h.StartBytes
+	// Most passes let nothing go: the first source is still inside the
+	// window. So the walk reads the index a few sources at a time and
+	// widens geometrically, instead of decoding a full page of sources per
+	// stream per pass only to look at the first.
+	limit := retentionScanFirst
 	for trimTo < h.End {
-		runs, err := c.runsFrom(ctx, h, trimTo, 256)
+		runs, err := c.runsFrom(ctx, h, trimTo, limit)
+		limit = min(limit*4, retentionScanMax)
 		if err != nil {
 			return trimTo, newestTS, err
 		}
