@@ -122,10 +122,13 @@ type CreateOptions struct {
 
 // Info describes a stream at one committed head version.
 type Info struct {
-	ID         ID
-	Name       string
-	Profile    Profile
-	State      State
+	ID      ID
+	Name    string
+	Profile Profile
+	State   State
+	// Attributes is shared by every Info of the stream (a stream's
+	// attributes never change after Create, and Describe runs on every
+	// Kafka fetch): read it, never modify it — copy it first.
 	Attributes map[string]string
 	Retention  Retention
 	CreatedAt  time.Time

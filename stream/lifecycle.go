@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 	"unicode/utf8"
 
@@ -60,8 +61,11 @@ func (c *Core) Create(ctx context.Context, name string, opts CreateOptions) (Inf
 	if _, err := c.providerFor(p); err != nil {
 		return Info{}, err
 	}
+	// The attributes are copied once here: every Info of the stream shares
+	// the head's map from then on (Info.Attributes), so the caller's map
+	// must not be it.
 	nr := nameRecord{ID: ID(c.random() >> 1), Name: name, Profile: p, CreatedMs: c.nowMs(),
-		Attributes: opts.Attributes, Retention: opts.Retention}
+		Attributes: maps.Clone(opts.Attributes), Retention: opts.Retention}
 	if nr.ID == 0 {
 		nr.ID = 1
 	}

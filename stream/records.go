@@ -469,13 +469,6 @@ func (h *head) ownProducers() *dedup.Table {
 }
 
 func (h *head) info() Info {
-	var attrs map[string]string
-	if h.Attributes != nil {
-		attrs = make(map[string]string, len(h.Attributes))
-		for k, v := range h.Attributes {
-			attrs[k] = v
-		}
-	}
 	writer := h.Session.Writer
 	for i := 0; i < len(writer); i++ {
 		if writer[i] == 0 {
@@ -487,7 +480,7 @@ func (h *head) info() Info {
 	if h.Session.ExpiresMs > 0 {
 		si.Expires = time.UnixMilli(h.Session.ExpiresMs)
 	}
-	return Info{ID: h.ID, Name: h.Name, Profile: h.Profile, State: h.State, Attributes: attrs, Retention: h.Retention,
+	return Info{ID: h.ID, Name: h.Name, Profile: h.Profile, State: h.State, Attributes: h.Attributes, Retention: h.Retention,
 		CreatedAt: time.UnixMilli(h.CreatedMs), StartOffset: h.Start, EndOffset: h.End, CommittedBytes: h.CommittedBytes,
 		RetainedBytes: max(h.CommittedBytes-h.StartBytes, 0), MaterializedThrough: max(h.GenThrough, h.Start), Session: si}
 }

@@ -124,3 +124,49 @@ func TestRetentionPassReadsOnlyWhatItJudges(t *testing.T) {
 		t.Fatalf("trimming %d of %d indexed sources took %d index scans", in.StartOffset, len(sources), n)
 	}
 }
+
+// TestDescribeSharesItsAttributes: Describe runs on every Kafka fetch, so an
+// owned stream's Info costs no allocation — its Attributes map is the
+// head's, shared — and Create copied the caller's map, so changing that map
+// afterwards changes nothing the core reports.
+func TestDescribeSharesItsAttributes(t *testing.T) {
+	ctx := ctxT(t)
+	objs := objmem.New()
+	w, err := objectwal.Open(ctx, objectwal.Config{Store: objs, Prefix: "wal/a", FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := stream.Open(ctx, stream.Config{Metadata: memstore.New(), ObjectWAL: w, ObjectStore: objs, WriterID: "a",
+		RetentionInterval: time.Hour, Logger: testLogger(t),
+		Lifecycle: stream.LifecycleConfig{DisableMaterialization: true, GCInterval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	attrs := map[string]string{"topic": "orders", "partition": "3"}
+	info, err := c.Create(ctx, "orders-3", stream.CreateOptions{Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs["topic"], attrs["extra"] = "changed", "x"
+	if len(info.Attributes) != 2 || info.Attributes["topic"] != "orders" {
+		t.Fatalf("Create's Info has attributes %v after the caller changed its map: it is the caller's map", info.Attributes)
+	}
+	s, err := c.AcquireSession(ctx, info.ID, stream.SessionOptions{WriterID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, s, stream.AppendRequest{ExpectedStart: -1, Entries: []stream.Entry{{Payload: []byte("p"), RecordCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Describe(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Attributes) != 2 || in.Attributes["topic"] != "orders" || in.Attributes["partition"] != "3" {
+		t.Fatalf("attributes %v after the caller changed its map, want the ones given to Create", in.Attributes)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = c.Describe(ctx, info.ID) }); n != 0 {
+		t.Fatalf("Describe of an owned stream: %.0f allocations, want 0", n)
+	}
+}
