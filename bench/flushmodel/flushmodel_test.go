@@ -1,7 +1,7 @@
 // Package flushmodel measures, on the machine's own disk, what one
-// acknowledged Object WAL commit costs in device flushes under different
-// designs: the file operations each design does per commit, nothing else
-// (no Nereus code runs). It is the evidence for choosing how the default
+// acknowledged Object WAL commit costs — device flushes and file-system
+// operations — under different designs: the file operations each design
+// does per commit, nothing else (no Nereus code runs). It is the evidence for choosing how the default
 // profile's acknowledgement path should lose flushes (issue 15,
 // docs/notes/issue-15-ops.md, sessions 13 and 20). It measures; it is run
 // by flag and never asserts a time.
@@ -21,6 +21,10 @@
 //     sync (a checkpoint — syncfs every 64 commits, in the background —
 //     makes them durable before the journal space is reused); the head as
 //     above (2 flushes on the path).
+//   - log: segment and manifest appended to the journal and fdatasynced
+//     once, no object files at all (the WAL's bytes stay in a local log
+//     until materialization, as a bookie's do); the head as above (2
+//     flushes, no file-system operation on the path).
 //   - floor: the head's fdatasync alone (1 flush: what Apache Pulsar's
 //     bookie journal pays per acknowledged add).
 //
@@ -207,6 +211,21 @@ func (e *env) journaled() {
 	}
 }
 
+// logOnly appends segment and manifest to the journal and fdatasyncs it
+// once, with no object files at all (a local log that the WAL's bytes live
+// in until materialization, as a bookie's entry log holds them); then the
+// head (2 flushes, no file-system operations on the path).
+func (e *env) logOnly() {
+	e.n++
+	_, err := e.journal.WriteAt(make([]byte, segSize+manSize), e.journalOff)
+	e.check(err)
+	if e.journalOff = (e.journalOff + segSize + manSize + 4095) &^ 4095; e.journalOff+segSize+manSize > journalRing {
+		e.journalOff = 0
+	}
+	e.check(unix.Fdatasync(int(e.journal.Fd())))
+	e.headCommit()
+}
+
 func (e *env) floor() {
 	e.n++
 	e.headCommit()
@@ -227,7 +246,7 @@ func TestFlushModel(t *testing.T) {
 		name    string
 		flushes int
 		commit  func(*env)
-	}{{"current", 5, (*env).current}, {"journal", 2, (*env).journaled}, {"floor", 1, (*env).floor}}
+	}{{"current", 5, (*env).current}, {"journal", 2, (*env).journaled}, {"log", 2, (*env).logOnly}, {"floor", 1, (*env).floor}}
 	envs := make([]*env, len(designs))
 	lat := make([][]time.Duration, len(designs))
 	cpu := make([]time.Duration, len(designs))
