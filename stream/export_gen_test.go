@@ -10,16 +10,12 @@ import (
 // GenRanges returns the [start, end) of stream id's generation-index
 // records in key order (for tests outside the package).
 func GenRanges(ctx context.Context, meta metadata.Store, id ID) ([][2]int64, error) {
-	recs, err := meta.RangeScan(ctx, genPrefix(id), genPrefix(id)+"\xff", 0)
+	ds, err := indexRecordsUnder(ctx, meta, genPrefix(id))
 	if err != nil {
 		return nil, err
 	}
-	out := make([][2]int64, 0, len(recs))
-	for _, r := range recs {
-		d, err := decodeIndexRecord(r.Value)
-		if err != nil {
-			return nil, err
-		}
+	out := make([][2]int64, 0, len(ds))
+	for _, d := range ds {
 		out = append(out, [2]int64{d.Start, d.End})
 	}
 	return out, nil
@@ -138,17 +134,22 @@ func JournalOrphan(ctx context.Context, meta metadata.Store, id ID, objectKey st
 // IndexSources returns the [start, end) and payload bytes of stream id's
 // offset-index records in key order (for tests outside the package).
 func IndexSources(ctx context.Context, meta metadata.Store, id ID) ([][3]int64, error) {
-	recs, err := meta.RangeScan(ctx, indexPrefix(id), indexPrefix(id)+"\xff", 0)
+	ds, err := indexRecordsUnder(ctx, meta, indexPrefix(id))
 	if err != nil {
 		return nil, err
 	}
-	out := make([][3]int64, 0, len(recs))
-	for _, r := range recs {
-		d, err := decodeIndexRecord(r.Value)
-		if err != nil {
-			return nil, err
-		}
+	out := make([][3]int64, 0, len(ds))
+	for _, d := range ds {
 		out = append(out, [3]int64{d.Start, d.End, d.Bytes})
 	}
 	return out, nil
+}
+
+// indexRecordsUnder decodes every index record under prefix, in key order.
+func indexRecordsUnder(ctx context.Context, meta metadata.Store, prefix string) ([]descriptor, error) {
+	recs, err := meta.RangeScan(ctx, prefix, prefix+"\xff", 0)
+	if err != nil {
+		return nil, err
+	}
+	return decodeIndexRecords(recs)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/stream/generation"
 	"github.com/nereusstream/nereus-go/stream/provider"
 )
@@ -404,6 +405,11 @@ func (c *Core) scanIndex(ctx context.Context, min, max string, want bool, limit 
 	if err != nil {
 		return nil, err
 	}
+	return decodeIndexRecords(recs)
+}
+
+// decodeIndexRecords decodes index records (offset or generation index).
+func decodeIndexRecords(recs []metadata.Record) ([]descriptor, error) {
 	out := make([]descriptor, 0, len(recs))
 	for _, r := range recs {
 		d, err := decodeIndexRecord(r.Value)

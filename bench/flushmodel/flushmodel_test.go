@@ -173,6 +173,17 @@ func (e *env) publishManifest(tmp string) {
 	e.check(os.Rename(tmp, final))
 }
 
+// appendJournal appends one segment and one manifest to the journal ring
+// and fdatasyncs it.
+func (e *env) appendJournal() {
+	_, err := e.journal.WriteAt(make([]byte, segSize+manSize), e.journalOff)
+	e.check(err)
+	if e.journalOff = (e.journalOff + segSize + manSize + 4095) &^ 4095; e.journalOff+segSize+manSize > journalRing {
+		e.journalOff = 0
+	}
+	e.check(unix.Fdatasync(int(e.journal.Fd())))
+}
+
 func (e *env) current() {
 	e.n++
 	e.publishSegment(true)
@@ -188,12 +199,7 @@ func (e *env) current() {
 
 func (e *env) journaled() {
 	e.n++
-	_, err := e.journal.WriteAt(make([]byte, segSize+manSize), e.journalOff)
-	e.check(err)
-	if e.journalOff = (e.journalOff + segSize + manSize + 4095) &^ 4095; e.journalOff+segSize+manSize > journalRing {
-		e.journalOff = 0
-	}
-	e.check(unix.Fdatasync(int(e.journal.Fd())))
+	e.appendJournal()
 	e.publishSegment(false)
 	tmp := e.tempFile()
 	e.write(tmp, manSize, false)
@@ -217,12 +223,7 @@ func (e *env) journaled() {
 // head (2 flushes, no file-system operations on the path).
 func (e *env) logOnly() {
 	e.n++
-	_, err := e.journal.WriteAt(make([]byte, segSize+manSize), e.journalOff)
-	e.check(err)
-	if e.journalOff = (e.journalOff + segSize + manSize + 4095) &^ 4095; e.journalOff+segSize+manSize > journalRing {
-		e.journalOff = 0
-	}
-	e.check(unix.Fdatasync(int(e.journal.Fd())))
+	e.appendJournal()
 	e.headCommit()
 }
 
