@@ -163,10 +163,10 @@ func (c *Core) retentionCut(ctx context.Context, h *head) (trimTo, newestTS int6
 	limit := retentionScanFirst
 	for trimTo < h.End {
 		runs, err := c.runsFrom(ctx, h, trimTo, limit)
-		limit = min(limit*4, retentionScanMax)
 		if err != nil {
 			return trimTo, newestTS, err
 		}
+		limit = min(limit*4, retentionScanMax)
 		if len(runs) == 0 || runs[0].Start > trimTo {
 			return trimTo, newestTS, nil
 		}

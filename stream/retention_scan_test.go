@@ -31,15 +31,12 @@ func (m *scanCountingMeta) RangeScan(ctx context.Context, min, max string, limit
 	return recs, err
 }
 
-// TestRetentionPassReadsOnlyWhatItJudges: a retention pass over a stream
-// whose oldest source is still inside its window reads a handful of index
-// records, not a page of them (it runs every second for every owned stream:
-// at 256 per stream a pass over 10,000 partitions decoded 2.5 million
-// descriptors to trim nothing). A pass that does trim by size still cuts
-// exactly as far as the rule says, reading the index in widening pages.
-func TestRetentionPassReadsOnlyWhatItJudges(t *testing.T) {
+// openQuietCore opens writer "a"'s core on meta and the real Object WAL
+// over an in-memory object store, with no background lifecycle work
+// (no materialization, hourly GC and retention: the tests drive them).
+func openQuietCore(t *testing.T, meta metadata.Store) *stream.Core {
+	t.Helper()
 	ctx := ctxT(t)
-	meta := &scanCountingMeta{Store: memstore.New()}
 	objs := objmem.New()
 	w, err := objectwal.Open(ctx, objectwal.Config{Store: objs, Prefix: "wal/a", FlushInterval: time.Millisecond})
 	if err != nil {
@@ -52,6 +49,19 @@ func TestRetentionPassReadsOnlyWhatItJudges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestRetentionPassReadsOnlyWhatItJudges: a retention pass over a stream
+// whose oldest source is still inside its window reads a handful of index
+// records, not a page of them (it runs every second for every owned stream:
+// at 256 per stream a pass over 10,000 partitions decoded 2.5 million
+// descriptors to trim nothing). A pass that does trim by size still cuts
+// exactly as far as the rule says, reading the index in widening pages.
+func TestRetentionPassReadsOnlyWhatItJudges(t *testing.T) {
+	ctx := ctxT(t)
+	meta := &scanCountingMeta{Store: memstore.New()}
+	c := openQuietCore(t, meta)
 
 	const runs, entry = 400, 100
 	write := func(name string, r stream.Retention) stream.ID {
@@ -131,18 +141,7 @@ func TestRetentionPassReadsOnlyWhatItJudges(t *testing.T) {
 // afterwards changes nothing the core reports.
 func TestDescribeSharesItsAttributes(t *testing.T) {
 	ctx := ctxT(t)
-	objs := objmem.New()
-	w, err := objectwal.Open(ctx, objectwal.Config{Store: objs, Prefix: "wal/a", FlushInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := stream.Open(ctx, stream.Config{Metadata: memstore.New(), ObjectWAL: w, ObjectStore: objs, WriterID: "a",
-		RetentionInterval: time.Hour, Logger: testLogger(t),
-		Lifecycle: stream.LifecycleConfig{DisableMaterialization: true, GCInterval: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := openQuietCore(t, memstore.New())
 	attrs := map[string]string{"topic": "orders", "partition": "3"}
 	info, err := c.Create(ctx, "orders-3", stream.CreateOptions{Attributes: attrs})
 	if err != nil {
