@@ -85,13 +85,15 @@
 //     holding its record returned (a DeferSync Put: once a later Put that
 //     waited returned, since that flush covered every earlier record).
 //  2. Recovery reads every file, oldest first, and checks every record
-//     and every value block. In the newest file the first record that
-//     fails is the torn tail of writes never acknowledged, unless an
-//     intact record after it claims (synced) it was already durable: then,
-//     as for a damaged record in any older file, a damaged header, a
-//     missing file or a sequence gap, Open fails with ErrCorrupt and
-//     nothing is served. The torn tail is truncated away and synced before
-//     anything else happens, and Open always starts a new file.
+//     header (and, in the newest file, every value block). In the newest
+//     file the first record that fails is the torn tail of writes never
+//     acknowledged, unless an intact record after it claims (synced) it was
+//     already durable. A damaged header that is not the torn tail — in any
+//     file —, a missing file or a sequence gap fails Open with ErrCorrupt:
+//     nothing is served. A damaged value that is not the torn tail keeps its
+//     object, and every read of it fails with ErrCorrupt. The torn tail is
+//     truncated away and synced before anything else happens, and Open
+//     always starts a new file.
 //  3. Sequence numbers continue from the last intact record. A number
 //     only a torn record carried was never acknowledged except to a
 //     DeferSync Put of the process that died, so issuing it again is safe.

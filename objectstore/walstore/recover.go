@@ -67,7 +67,9 @@ func (s *Store) recover() error {
 // syncs a file before it starts the next). In it, the first record that
 // fails its checks is the torn tail of writes never acknowledged — unless
 // an intact record after it says, by its synced field, that the damaged
-// one was already durable when it was written: then it is corruption. The
+// one was already durable when it was written: then it is corruption (of
+// its header: Open fails; of its value only: the object is kept and reads
+// of it fail with ErrCorrupt, as they do for a damaged value anywhere). The
 // torn tail is cut off (the file truncated and synced) so that it can never
 // be mistaken for corruption once a newer file exists. In any other file,
 // everything after the last record must be zeros.
@@ -107,10 +109,15 @@ func (s *Store) replayFile(num uint64, last bool, prev uint64, first bool) (*log
 		if ok && (h.seq != seq+1 || end > int64(len(data))) {
 			ok = false
 		}
-		if ok && !checkBlocks(data[end-int64(h.valueLen):end], 0, sums) {
-			ok = false
-		}
 		if !ok {
+			break
+		}
+		if last && !checkBlocks(data[end-int64(h.valueLen):end], 0, sums) && !laterRecord(data, end, h.seq) {
+			// An intact header over a value not all on disk: the torn
+			// tail. (With a later record saying this one was durable,
+			// the value is damaged on the medium instead: the object is
+			// kept, and every read of it says it is corrupt. Older files
+			// are checked by their reads alone.)
 			break
 		}
 		s.replay(lf, h, key, sums, off)
