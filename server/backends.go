@@ -40,6 +40,10 @@ const (
 	// already runs on, log for a new one (resolveMetadata).
 	MetadataAuto = "auto"
 	metadataEtcd = "etcd"
+	// WALObjectStoreLog and WALObjectStoreFiles are the values of
+	// --wal-object-store (Config.WALObjectStore).
+	WALObjectStoreLog   = "log"
+	WALObjectStoreFiles = "files"
 	// DefaultEtcdPrefix namespaces Nereus' keys in etcd when the
 	// --metadata URL names no prefix.
 	DefaultEtcdPrefix = "/nereus/"
@@ -180,6 +184,9 @@ func (c Config) validateBackends() []error {
 	obj, objErr := parseObjectStore(c.ObjectStore)
 	if objErr != nil {
 		errs = append(errs, objErr)
+	}
+	if c.WALObjectStore != WALObjectStoreLog && c.WALObjectStore != WALObjectStoreFiles {
+		errs = append(errs, fmt.Errorf("wal-object-store %q: want %s or %s", c.WALObjectStore, WALObjectStoreLog, WALObjectStoreFiles))
 	}
 	if c.Metadata != MetadataAuto {
 		if _, err := parseMetadata(c.Metadata); err != nil {
@@ -352,7 +359,12 @@ func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (obje
 				"under a link count that does not cover both names; the file system needs fsck (e2fsck) "+
 				"before those temp files can go", "dir", dir, "files", n)
 		}
-		return s, s.Close, adminapi.StorageBackend{Kind: ObjectStoreFile, Location: absPath(dir)}, nil
+		objects, closeObjects, err := openWALObjectStore(ctx, cfg, s, logger)
+		if err != nil {
+			_ = s.Close()
+			return nil, nil, adminapi.StorageBackend{}, err
+		}
+		return objects, closeObjects, adminapi.StorageBackend{Kind: ObjectStoreFile, Location: absPath(dir)}, nil
 	default:
 		where := spec.identity()
 		if cfg.S3Endpoint != "" {
