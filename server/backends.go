@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -342,7 +343,7 @@ func openEtcd(ctx context.Context, spec metadataSpec, cfg Config, logger *slog.L
 // (up to cfg.BackendTimeout) that the bucket exists and is reachable with
 // the configured credentials. close is nil when the store holds nothing
 // to release.
-func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
+func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
 	spec, err := parseObjectStore(cfg.ObjectStore)
 	if err != nil {
 		return nil, nil, adminapi.StorageBackend{}, err
@@ -359,7 +360,7 @@ func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (obje
 				"under a link count that does not cover both names; the file system needs fsck (e2fsck) "+
 				"before those temp files can go", "dir", dir, "files", n)
 		}
-		objects, closeObjects, err := openWALObjectStore(ctx, cfg, s, logger)
+		objects, closeObjects, err := openWALObjectStore(ctx, cfg, s, logger, reg)
 		if err != nil {
 			_ = s.Close()
 			return nil, nil, adminapi.StorageBackend{}, err

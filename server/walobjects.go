@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/objectstore/walstore"
@@ -23,7 +25,7 @@ const walObjectPrefix = "wal/"
 // Either way it first moves what the other store holds, so a data dir
 // switches in both directions without losing an object. close closes
 // everything it returns.
-func openWALObjectStore(ctx context.Context, cfg Config, files *fsstore.Store, logger *slog.Logger) (objectstore.ObjectStore, func() error, error) {
+func openWALObjectStore(ctx context.Context, cfg Config, files *fsstore.Store, logger *slog.Logger, reg prometheus.Registerer) (objectstore.ObjectStore, func() error, error) {
 	dir := filepath.Join(cfg.DataDir, "walstore")
 	if cfg.WALObjectStore == WALObjectStoreFiles {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
@@ -56,6 +58,11 @@ func openWALObjectStore(ctx context.Context, cfg Config, files *fsstore.Store, l
 	}
 	if n > 0 {
 		logger.Info("moved the Object WAL's objects from files into the log store", "objects", n, "to", dir)
+	}
+	if reg != nil {
+		if err := reg.Register(newWALStoreCollector(ws)); err != nil {
+			logger.Warn("WAL log store metrics not registered", "err", err)
+		}
 	}
 	routed := objectstore.Route(files, walObjectPrefix, ws)
 	return routed, routed.Close, nil
