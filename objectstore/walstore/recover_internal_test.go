@@ -90,6 +90,11 @@ func TestDamagedValueIsServedAsCorrupt(t *testing.T) {
 		if _, err := s.GetRange(ctx, "b", 16<<10, 100); !errors.Is(err, objectstore.ErrCorrupt) {
 			t.Fatalf("sealed=%v: GetRange over the damaged block: %v, want ErrCorrupt", sealed, err)
 		}
+		for _, r := range []struct{ off, n int64 }{{20<<10 - 50, 100}, {0, 40 << 10}, {16 << 10, 16 << 10}, {1, 32 << 10}} {
+			if _, err := objectstore.ReadRange(ctx, s, "b", r.off, make([]byte, r.n), objectstore.ReadRangeOptions{}); !errors.Is(err, objectstore.ErrCorrupt) {
+				t.Fatalf("sealed=%v: ReadRange(%d, %d) over the damaged block: %v, want ErrCorrupt", sealed, r.off, r.n, err)
+			}
+		}
 		if got, err := s.GetRange(ctx, "b", 0, 100); err != nil || !bytes.Equal(got, bytes.Repeat([]byte("b"), 100)) {
 			t.Fatalf("sealed=%v: GetRange of an intact block of the damaged object: %v", sealed, err)
 		}

@@ -25,7 +25,7 @@ const maxValueBytes = 1 << 30
 
 // Defaults of Options.
 const (
-	DefaultFileBytes     = 64 << 20
+	DefaultFileBytes     = 32 << 20
 	DefaultPreallocBytes = 4 << 20
 	DefaultCopyAfter     = time.Minute
 )
@@ -229,17 +229,11 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	}
 	defer e.file.release()
 	from, to := clampRange(e.size, offset, length)
-	// Read the whole blocks the range touches (each is checked whole) and
-	// return the part asked for.
-	lo, hi := from/blockSize*blockSize, min((to+blockSize-1)/blockSize*blockSize, e.size)
-	if from == to {
-		return []byte{}, nil
-	}
-	b := make([]byte, hi-lo)
-	if err := e.read(b, lo, true); err != nil {
+	b := make([]byte, to-from)
+	if err := e.readChecked(b, from); err != nil {
 		return nil, err
 	}
-	return b[from-lo : to-lo : to-lo], nil
+	return b, nil
 }
 
 // ReadRange implements objectstore.RangeReader.
@@ -259,19 +253,16 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset int64, dst []b
 	if from == to {
 		return 0, nil
 	}
-	lo, hi := from/blockSize*blockSize, min((to+blockSize-1)/blockSize*blockSize, e.size)
-	if opts.CallerVerifies || lo == from && hi == to {
-		// Straight into dst: no block is cut.
-		if err := e.read(dst[:to-from], from, !opts.CallerVerifies); err != nil {
-			return 0, err
-		}
-		return int(to - from), nil
+	var err error
+	if opts.CallerVerifies {
+		err = e.read(dst[:to-from], from, false)
+	} else {
+		err = e.readChecked(dst[:to-from], from)
 	}
-	b := make([]byte, hi-lo)
-	if err := e.read(b, lo, true); err != nil {
+	if err != nil {
 		return 0, err
 	}
-	return copy(dst, b[from-lo:to-lo]), nil
+	return int(to - from), nil
 }
 
 func clampRange(size, offset, length int64) (from, to int64) {
@@ -281,6 +272,48 @@ func clampRange(size, offset, length int64) (from, to int64) {
 		to = from + length
 	}
 	return from, to
+}
+
+// scratchBlocks are the buffers a read of part of a block reads the whole
+// block into, to check it.
+var scratchBlocks = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
+
+// readChecked reads len(dst) bytes of e's value at from into dst, every
+// byte checked: the whole blocks of the range are read straight into dst
+// and checked there; a block the range covers only in part is read whole
+// into a scratch buffer, checked, and the part copied out, so dst never
+// holds a byte that was not checked.
+func (e *entry) readChecked(dst []byte, from int64) error {
+	to := from + int64(len(dst))
+	blockEnd := func(b int64) int64 { return min((b+1)*blockSize, e.size) }
+	for pos := from; pos < to; {
+		b := pos / blockSize
+		start, end := b*blockSize, blockEnd(b)
+		if pos == start && end <= to {
+			last := b
+			for blockEnd(last) < to && blockEnd(last+1) <= to {
+				last++
+			}
+			n := blockEnd(last) - pos
+			if err := e.read(dst[pos-from:pos-from+n], pos, true); err != nil {
+				return err
+			}
+			pos += n
+			continue
+		}
+		buf := scratchBlocks.Get().(*[]byte)
+		blk := (*buf)[:end-start]
+		err := e.read(blk, start, true)
+		if err == nil {
+			copy(dst[pos-from:], blk[pos-start:min(end, to)-start])
+		}
+		scratchBlocks.Put(buf)
+		if err != nil {
+			return err
+		}
+		pos = min(end, to)
+	}
+	return nil
 }
 
 // read reads len(b) bytes of e's value at off into b. With verify, off
