@@ -2,6 +2,7 @@ package walstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -115,8 +116,13 @@ func (s *Store) deleteOldest(ctx context.Context, f *logFile) error {
 	s.files = s.files[1:]
 	s.mu.Unlock()
 	crashPoint("delete")
-	if err := os.Remove(f.path); err != nil {
-		f.release()
+	if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Back at the front of the list: a later file must not go while
+		// this one is still on disk (Open would find a gap), and the next
+		// pass tries again.
+		s.mu.Lock()
+		s.files = append([]*logFile{f}, s.files...)
+		s.mu.Unlock()
 		return fmt.Errorf("walstore: delete %s: %w", f.path, err)
 	}
 	f.release()
