@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -40,6 +41,10 @@ const (
 	// already runs on, log for a new one (resolveMetadata).
 	MetadataAuto = "auto"
 	metadataEtcd = "etcd"
+	// WALObjectStoreLog and WALObjectStoreFiles are the values of
+	// --wal-object-store (Config.WALObjectStore).
+	WALObjectStoreLog   = "log"
+	WALObjectStoreFiles = "files"
 	// DefaultEtcdPrefix namespaces Nereus' keys in etcd when the
 	// --metadata URL names no prefix.
 	DefaultEtcdPrefix = "/nereus/"
@@ -180,6 +185,9 @@ func (c Config) validateBackends() []error {
 	obj, objErr := parseObjectStore(c.ObjectStore)
 	if objErr != nil {
 		errs = append(errs, objErr)
+	}
+	if c.WALObjectStore != WALObjectStoreLog && c.WALObjectStore != WALObjectStoreFiles {
+		errs = append(errs, fmt.Errorf("wal-object-store %q: want %s or %s", c.WALObjectStore, WALObjectStoreLog, WALObjectStoreFiles))
 	}
 	if c.Metadata != MetadataAuto {
 		if _, err := parseMetadata(c.Metadata); err != nil {
@@ -335,7 +343,7 @@ func openEtcd(ctx context.Context, spec metadataSpec, cfg Config, logger *slog.L
 // (up to cfg.BackendTimeout) that the bucket exists and is reachable with
 // the configured credentials. close is nil when the store holds nothing
 // to release.
-func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
+func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (objectstore.ObjectStore, func() error, adminapi.StorageBackend, error) {
 	spec, err := parseObjectStore(cfg.ObjectStore)
 	if err != nil {
 		return nil, nil, adminapi.StorageBackend{}, err
@@ -352,7 +360,12 @@ func openObjectStore(ctx context.Context, cfg Config, logger *slog.Logger) (obje
 				"under a link count that does not cover both names; the file system needs fsck (e2fsck) "+
 				"before those temp files can go", "dir", dir, "files", n)
 		}
-		return s, s.Close, adminapi.StorageBackend{Kind: ObjectStoreFile, Location: absPath(dir)}, nil
+		objects, closeObjects, err := openWALObjectStore(ctx, cfg, s, logger, reg)
+		if err != nil {
+			_ = s.Close()
+			return nil, nil, adminapi.StorageBackend{}, err
+		}
+		return objects, closeObjects, adminapi.StorageBackend{Kind: ObjectStoreFile, Location: absPath(dir)}, nil
 	default:
 		where := spec.identity()
 		if cfg.S3Endpoint != "" {

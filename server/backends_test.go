@@ -302,7 +302,7 @@ func TestOpenUnreachableBackends(t *testing.T) {
 	cfg.BackendTimeout = time.Second
 	cfg.ObjectStore, cfg.S3Endpoint, cfg.S3PathStyle = "s3://bucket-x", "http://"+closed, true
 	cfg.S3AccessKey, cfg.S3SecretKey = "AKIA", "not-printed-secret"
-	_, _, _, err = openObjectStore(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	_, _, _, err = openObjectStore(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.Contains(err.Error(), "object-store s3://bucket-x/ at http://"+closed) ||
 		strings.Contains(err.Error(), "not-printed-secret") {
 		t.Fatalf("unreachable S3: %v", err)

@@ -95,6 +95,15 @@ type Config struct {
 	// "s3://BUCKET[/PREFIX]" is S3 or an S3-compatible server (see the S3*
 	// fields). The bucket must exist.
 	ObjectStore string
+	// WALObjectStore says where the filesystem object store keeps the
+	// Object WAL's segments and manifests (the keys under "wal/"):
+	// WALObjectStoreLog (default) appends them to the log-structured
+	// store in <data-dir>/walstore (one fdatasync per WAL commit);
+	// WALObjectStoreFiles keeps them as files in <data-dir>/objects like
+	// every other object. Each start moves what the other one holds, so
+	// switching (and running an older release after "files") keeps every
+	// object. Ignored on S3.
+	WALObjectStore string
 	// S3Endpoint is the S3 endpoint URL (e.g. "http://127.0.0.1:7070" for
 	// an S3-compatible server); empty means AWS.
 	S3Endpoint string
@@ -165,6 +174,7 @@ func DefaultConfig() Config {
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
 		ObjectStore:     ObjectStoreFile,
+		WALObjectStore:  WALObjectStoreLog,
 		S3Region:        "us-east-1",
 		Metadata:        MetadataAuto,
 		BackendTimeout:  15 * time.Second,
@@ -311,6 +321,7 @@ var settings = []setting{
 		},
 	},
 	mk("object-store", "object store: file (<data-dir>/objects) or s3://BUCKET[/PREFIX]", func(c *Config) *string { return &c.ObjectStore }),
+	mk("wal-object-store", "where the filesystem object store keeps the Object WAL's objects: log (<data-dir>/walstore, one fdatasync per commit) or files (<data-dir>/objects); each start moves what the other holds; ignored on S3", func(c *Config) *string { return &c.WALObjectStore }),
 	mk("s3-endpoint", "S3 endpoint URL, e.g. http://127.0.0.1:7070 (empty: AWS)", func(c *Config) *string { return &c.S3Endpoint }),
 	mk("s3-region", "S3 signing region", func(c *Config) *string { return &c.S3Region }),
 	{

@@ -141,7 +141,7 @@ func openStorage(cfg Config, nodeID string, logger *slog.Logger, reg prometheus.
 		return openedStorage{}, err
 	}
 	undo = append(undo, meta.Close)
-	objects, closeObjects, objInfo, err := openObjectStore(ctx, cfg, logger)
+	objects, closeObjects, objInfo, err := openObjectStore(ctx, cfg, logger, reg)
 	if err != nil {
 		return openedStorage{}, err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	osmem "github.com/nereusstream/nereus-go/objectstore/memstore"
+	"github.com/nereusstream/nereus-go/objectstore/walstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
@@ -44,6 +45,11 @@ type Config struct {
 	// LocalMetadata is the embedded metadata store Durable opens: "bolt"
 	// (or empty: boltstore) or "log" (logstore).
 	LocalMetadata string
+	// LocalWAL is where Durable keeps the Object WAL's objects, as
+	// `nereus serve --wal-object-store` does: "log" (or empty: walstore,
+	// the server's default, beside fsstore for every other key) or
+	// "files" (fsstore alone).
+	LocalWAL string
 	// Objects, when set, replaces the object store Durable selects (e.g.
 	// an s3store on versitygw); Metadata likewise replaces the metadata
 	// store (e.g. an etcdstore). The caller owns and closes them.
@@ -127,7 +133,10 @@ func (r Result) String() string {
 func (c Config) stores() string {
 	objects, meta := "mem", "mem"
 	if c.Durable {
-		objects, meta = "fsstore", "boltstore"
+		objects, meta = "walstore+fsstore", "boltstore"
+		if c.LocalWAL == "files" {
+			objects = "fsstore"
+		}
 		if c.LocalMetadata == "log" {
 			meta = "logstore"
 		}
@@ -189,6 +198,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			defer fs.Close()
 			base = fs
+			switch cfg.LocalWAL {
+			case "", "log":
+				ws, err := walstore.Open(filepath.Join(dir, "walstore"), walstore.Options{})
+				if err != nil {
+					return Result{}, err
+				}
+				defer ws.Close()
+				base = objectstore.Route(fs, "wal/", ws)
+			case "files":
+			default:
+				return Result{}, fmt.Errorf("corebench: local WAL %q: want log or files", cfg.LocalWAL)
+			}
 		}
 		if cfg.Metadata == nil {
 			switch cfg.LocalMetadata {

@@ -28,6 +28,7 @@ var (
 	benchMeta    = flag.String("corebench.metadata", "", "metadata store: empty or bolt follows -corebench.durable (boltstore); log is logstore (durable); etcd uses an embedded etcd in this process (internal/testenv/etcdtest)")
 	benchInfl    = flag.Int("corebench.inflight", 0, "total appends in flight, split over the streams (overrides -corebench.window; same offered load at any stream count)")
 	benchShards  = flag.Int("corebench.shards", 0, "the core's commit shards (stream.Config.CommitShards; 0: its default, GOMAXPROCS)")
+	benchWAL     = flag.String("corebench.walstore", "log", "durable Object WAL objects: log (walstore beside fsstore, as nereus serve's default) or files (fsstore alone)")
 	benchNoGC    = flag.Bool("corebench.nogc", false, "disable the core's periodic GC pass")
 	benchProf    = flag.String("corebench.cpuprofile", "", "write a CPU profile of the measured window (not stream creation) to this file")
 	benchMemProf = flag.String("corebench.memprofile", "", "write heap profiles at the start (FILE.start) and end (FILE) of the measured window; the window's allocations: go tool pprof -sample_index=alloc_space -diff_base FILE.start BIN FILE")
@@ -92,7 +93,7 @@ func BenchmarkCore(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		cfg := Config{Durable: *benchDurable, Streams: *benchStreams, Window: *benchWindow, Inflight: *benchInfl,
 			EntryBytes: *benchEntry, Duration: *benchDur, Warmup: time.Second, Dir: b.TempDir(),
-			Objects: objects, Metadata: meta, LocalMetadata: *benchMeta}
+			Objects: objects, Metadata: meta, LocalMetadata: *benchMeta, LocalWAL: *benchWAL}
 		if *benchMeta == "etcd" {
 			cfg.LocalMetadata = ""
 		}

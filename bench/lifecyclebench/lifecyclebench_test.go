@@ -72,6 +72,13 @@ func serverArgs(base ...string) []string {
 	return base
 }
 
+// objectBytes is the object store's bytes in a data dir: objects/ and, on
+// the default --wal-object-store log, the Object WAL's log files in
+// walstore/ (their zero-filled tails included: it is space they hold).
+func objectBytes(dataDir string) int64 {
+	return dirBytes(filepath.Join(dataDir, "objects")) + dirBytes(filepath.Join(dataDir, "walstore"))
+}
+
 func dirBytes(dir string) int64 {
 	var n int64
 	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
@@ -285,7 +292,7 @@ func TestSpace(t *testing.T) {
 			}
 		}
 		s := sample{at: now.Sub(start).Round(100 * time.Millisecond), phase: phase.Load().(string),
-			objects: dirBytes(filepath.Join(srv.DataDir(), "objects")), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")) + dirBytes(filepath.Join(srv.DataDir(), "metadata.log")),
+			objects: objectBytes(srv.DataDir()), meta: fileBytes(filepath.Join(srv.DataDir(), "metadata.db")) + dirBytes(filepath.Join(srv.DataDir(), "metadata.log")),
 			window: acked - ackedAt(now.Add(-retMs*time.Millisecond)), window2s: acked - old, produced: acked}
 		mu.Lock()
 		names := append([]string(nil), live...)
@@ -378,7 +385,7 @@ func TestSpace(t *testing.T) {
 	t.Logf("produced %.0f MB of values in %v (%.1f MB/s), %d produce errors; deleted topics %v at %v",
 		mb(*totalBytes), writeEnd.Round(time.Second), mb(*totalBytes)/writeEnd.Seconds(), prod.errs.Load(), deleted, deleteAt.Round(time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "| t (s) | phase | objects/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects/ ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) | ledgers not closed / closed ones' MB (-lcbench.zk) | open ledgers' MB (/metrics) | (closed + open) ÷ window | ledgers created |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| t (s) | phase | objects/ + walstore/ MB | metadata MB | retained (live streams) MB | acked in last 5 s MB | objects ÷ window | GC pending / of it in grace MB | GC deleted segments / gen objects / records / streams | retention trims | ledgers (new in ZK / deleted) | ledgers not closed / closed ones' MB (-lcbench.zk) | open ledgers' MB (/metrics) | (closed + open) ÷ window | ledgers created |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var peak int64
 	var maxRate float64
 	for i, s := range samples {
@@ -405,7 +412,7 @@ func TestSpace(t *testing.T) {
 	}
 	t.Logf("curve:\n%s", b.String())
 	last := samples[len(samples)-1]
-	t.Logf("peak objects/ %.1f MB; at end %.1f MB; metadata %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
+	t.Logf("peak objects/ + walstore/ %.1f MB; at end %.1f MB; metadata %.1f MB; GC peak %.0f deletions/s (segments+generation objects+records, per 2 s sample)",
 		mb(peak), mb(last.objects), mb(last.meta), maxRate)
 	// Steady states: the write from 8 s on (the window is full), the
 	// trickle from 10 s after the delete (the deleted half is gone).
@@ -441,7 +448,7 @@ func TestSpace(t *testing.T) {
 		if n > 0 {
 			fn := float64(n)
 			secs := (last.at - first.at).Seconds()
-			t.Logf("SPACE %s: objects/ mean %.0f MB, max %.0f MB; objects/ ÷ window (5 s acked) mean %.2f, max %.2f; ÷ the pre-session-12 window figure (≈ 4 s) mean %.2f, max %.2f; mean live retained %.0f MB, GC pending %.0f MB of which in grace %.0f MB; GC passes full %d / due-only %d in %.0f s (%d samples)",
+			t.Logf("SPACE %s: objects/ + walstore/ mean %.0f MB, max %.0f MB; ÷ window (5 s acked) mean %.2f, max %.2f; ÷ the pre-session-12 window figure (≈ 4 s) mean %.2f, max %.2f; mean live retained %.0f MB, GC pending %.0f MB of which in grace %.0f MB; GC passes full %d / due-only %d in %.0f s (%d samples)",
 				name, sum/fn, mx, rsum/fn, rmx, osum/fn, omx, retSum/fn, penSum/fn, graceSum/fn, last.passes-first.passes, last.duePasses-first.duePasses, secs, n)
 			if zkc != nil {
 				t.Logf("SPACE %s ledgers (ZooKeeper, the benchmark's streams): mean %.1f, max %.0f, of which not closed (length not in ZooKeeper) mean %.1f; closed ledgers' length mean %.0f MB, max %.0f MB (per replica; ÷ window mean %.2f); GC deleted %d ledgers in %.0f s",
@@ -691,7 +698,7 @@ func TestCatchUp(t *testing.T) {
 			mb(gst.Stats.MaterializedBytes), gst.Stats.Materialized, gst.Stats.MaterializeSeconds,
 			mb(gst.Stats.MaterializedBytes)/max(gst.Stats.MaterializeSeconds, 1e-9), matDone.Round(100*time.Millisecond), mb(maxLagB), maxLagS)
 		_ = gen0
-		t.Logf("%s: data dir objects/ %.0f MB", label, mb(dirBytes(filepath.Join(srv.DataDir(), "objects"))))
+		t.Logf("%s: data dir objects/ + walstore/ %.0f MB", label, mb(objectBytes(srv.DataDir())))
 		var passMBs []float64
 		for pass := range max(*readPasses, 1) {
 			srv.Restart() // fresh process: no tail cache, no footers

@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,9 @@ func TestCLIGCDryRun(t *testing.T) {
 	if _, err := ac.Trim(ctx, "dry", 350); err != nil {
 		t.Fatal(err)
 	}
+	// Generation objects are files of the filesystem object store; the
+	// Object WAL's segments are objects of its log store, counted by its
+	// gauge (less the node's one manifest).
 	objects := func() (segs, gens int) {
 		root := filepath.Join(dir, "objects", "objects")
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -90,7 +95,7 @@ func TestCLIGCDryRun(t *testing.T) {
 			}
 			return nil
 		})
-		return segs, gens
+		return segs + int(metric(t, s.HTTPAddr(), "nereus_walstore_objects")) - 1, gens
 	}
 	segs0, gens0 := objects()
 	if gens0 < 2 || segs0 == 0 {
@@ -142,6 +147,9 @@ func TestCLIGCDryRun(t *testing.T) {
 	if segs, gens := objects(); segs < segs0 || gens < gens0 {
 		t.Fatalf("a dry run deleted objects: WAL segments %d -> %d, generation objects %d -> %d", segs0, segs, gens0, gens)
 	}
+	if n := metric(t, s.HTTPAddr(), "nereus_walstore_deletes_total"); n != 0 {
+		t.Fatalf("a dry run deleted %v Object WAL objects", n)
+	}
 	next := int64(350)
 	for next < 400 {
 		res, err := ac.Read(ctx, "dry", adminapi.ReadOptions{From: &next, MaxBytes: 2000})
@@ -157,4 +165,29 @@ func TestCLIGCDryRun(t *testing.T) {
 	}
 	t.Logf("dry run: %d WAL segments and %d generation objects kept; would delete %v; %d units pending for the dry run",
 		segs0, gens0, kinds, keptSegs)
+}
+
+// metric scrapes one unlabelled sample from the server's /metrics.
+func metric(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no sample %s", name)
+	return 0
 }

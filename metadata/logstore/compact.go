@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nereusstream/nereus-go/internal/filesync"
 	"github.com/nereusstream/nereus-go/metadata"
 )
 
@@ -101,7 +102,7 @@ func (s *Store) compact(gen uint64) {
 			}
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := filesync.SyncDir(s.dir); err != nil {
 		s.setCompactErr(err)
 		return
 	}
@@ -158,7 +159,7 @@ func writeSnapshot(dir string, st snapshotState) error {
 		err = os.Rename(tmp, final)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = filesync.SyncDir(dir)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)

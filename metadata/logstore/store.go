@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nereusstream/nereus-go/internal/filesync"
 	"github.com/nereusstream/nereus-go/metadata"
 	"github.com/nereusstream/nereus-go/metadata/internal/commitq"
 	"github.com/nereusstream/nereus-go/metadata/internal/kvcheck"
@@ -161,10 +162,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	// The directory's own entry must be durable too, or a power cut can
 	// lose the whole store (found by TestPowerCutRecovery). Once per open.
-	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+	if err := filesync.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 		return nil, fmt.Errorf("logstore: open %s: %w", dir, err)
 	}
-	lock, err := lockDir(dir, opts.OpenTimeout)
+	lock, err := filesync.LockDir(dir, opts.OpenTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: open %s: %w", dir, err)
 	}

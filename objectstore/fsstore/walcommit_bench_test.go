@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nereusstream/nereus-go/objectstore"
+	"github.com/nereusstream/nereus-go/objectstore/objectstoretest"
 )
 
 // BenchmarkWALCommit is the Object WAL's durable step on this store: one
@@ -61,12 +62,8 @@ func BenchmarkWALCommit(b *testing.B) {
 	}
 }
 
-// BenchmarkWALSteadyState is the Object WAL's steady state on this store:
-// each op is one commit (a 40 KiB DeferSync segment Put, then the manifest
-// CAS) plus the truncation of the segment committed 8 ops earlier (its
-// Delete), so as many objects leave the namespace as enter it — the case
-// recycled inodes (recycle.go) are for. Only the public API is used, so
-// the same file runs against an older fsstore for an A/B.
+// BenchmarkWALSteadyState: objectstoretest.WALSteadyState on this store —
+// the case recycled inodes (recycle.go) are for.
 //
 //	go test -run '^$' -bench WALSteadyState -benchtime 500x ./objectstore/fsstore/
 func BenchmarkWALSteadyState(b *testing.B) {
@@ -75,33 +72,5 @@ func BenchmarkWALSteadyState(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	seg := make([]byte, 40<<10)
-	man := make([]byte, 4<<10)
-	v, err := s.Put(ctx(), "p/manifest", man, objectstore.PutOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	const lag = 8
-	segKey := func(i int) string { return fmt.Sprintf("p/seg/run/%016x", i) }
-	var r0, r1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
-	b.ResetTimer()
-	for i := range b.N {
-		if _, err := s.Put(ctx(), segKey(i), seg, objectstore.PutOptions{Mode: objectstore.PutOverwrite, DeferSync: true}); err != nil {
-			b.Fatal(err)
-		}
-		if v, err = s.Put(ctx(), "p/manifest", man, objectstore.PutOptions{Mode: objectstore.PutUpdate, Version: v}); err != nil {
-			b.Fatal(err)
-		}
-		if i >= lag {
-			if err := s.Delete(ctx(), segKey(i-lag), nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.StopTimer()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := (r1.Utime.Nano() + r1.Stime.Nano()) - (r0.Utime.Nano() + r0.Stime.Nano())
-	b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-µs/op")
-	b.ReportMetric(float64(r1.Stime.Nano()-r0.Stime.Nano())/float64(b.N)/1e3, "sys-µs/op")
+	objectstoretest.WALSteadyState(b, s)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nereusstream/nereus-go/objectstore"
 	"github.com/nereusstream/nereus-go/objectstore/fsstore"
 	"github.com/nereusstream/nereus-go/objectstore/s3store"
+	"github.com/nereusstream/nereus-go/objectstore/walstore"
 	"github.com/nereusstream/nereus-go/stream"
 	"github.com/nereusstream/nereus-go/stream/objectwal"
 )
@@ -63,6 +64,23 @@ func fsObjects(t *testing.T) func(*testing.T) objectstore.ObjectStore {
 	return func(*testing.T) objectstore.ObjectStore { return st }
 }
 
+// walObjects is what `nereus serve` runs on the filesystem: the Object
+// WAL's keys in walstore, every other key in fsstore.
+func walObjects(t *testing.T) func(*testing.T) objectstore.ObjectStore {
+	dir := t.TempDir()
+	files, err := fsstore.Open(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := walstore.Open(filepath.Join(dir, "walstore"), walstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := objectstore.Route(files, "wal/", log)
+	t.Cleanup(func() { _ = st.Close() })
+	return func(*testing.T) objectstore.ObjectStore { return st }
+}
+
 func etcdMeta(t *testing.T) func(*testing.T) metadata.Store {
 	ep := etcdtest.Endpoint(t)
 	prefix := etcdtest.Prefix()
@@ -93,6 +111,10 @@ func TestCoreOnS3AndBolt(t *testing.T) {
 
 func TestCoreOnFileAndEtcd(t *testing.T) {
 	runCore(t, backends{objects: fsObjects(t), meta: etcdMeta(t)})
+}
+
+func TestCoreOnWALStoreAndBolt(t *testing.T) {
+	runCore(t, backends{objects: walObjects(t), meta: boltMeta(t)})
 }
 
 func TestCoreOnS3AndEtcd(t *testing.T) {

@@ -40,6 +40,7 @@ type Load struct {
 	// Pad, if set, is added to every payload (to fill a disk faster).
 	Pad    string
 	maxEnd atomic.Int64 // highest acknowledged end offset
+	cycles int          // KillCycles run so far: their payloads never repeat
 
 	mu    sync.Mutex
 	fatal error
@@ -49,6 +50,10 @@ type Load struct {
 func New(c *adminapi.Client, stream string) *Load {
 	return &Load{c: c, stream: stream, Acks: acklog.New()}
 }
+
+// Retarget points the load at another server on the same data (a test
+// that restarts a data dir under a new testserver.Server).
+func (l *Load) Retarget(c *adminapi.Client) { l.c = c }
 
 func (l *Load) fail(err error) {
 	l.mu.Lock()
@@ -161,7 +166,8 @@ func KillCycles(t *testing.T, srv *testserver.Server, load *Load, cycles, minPro
 	for cycle := range cycles {
 		before := load.Acks.Count()
 		lctx, stopLoad := context.WithCancel(context.Background())
-		wg := load.Run(lctx, cycle, 4)
+		wg := load.Run(lctx, load.cycles, 4)
+		load.cycles++
 		wctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		err := load.Acks.WaitKillPoint(wctx, before, minProgress+rng.IntN(minProgress), load.Err)
 		cancel()

@@ -1,4 +1,4 @@
-package logstore
+package filesync
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// lockDir takes an exclusive flock on dir/LOCK, waiting up to timeout for
-// another process to let go: two processes appending to one log would
-// interleave frames.
-func lockDir(dir string, timeout time.Duration) (*os.File, error) {
+// LockDir takes an exclusive flock on dir/LOCK, waiting up to timeout for
+// another process to let go. The lock is held until the returned file is
+// closed (or the process exits).
+func LockDir(dir string, timeout time.Duration) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -33,20 +33,4 @@ func lockDir(dir string, timeout time.Duration) (*os.File, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// syncDir fsyncs a directory, making the entries in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
 }
