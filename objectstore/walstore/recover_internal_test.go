@@ -171,3 +171,40 @@ func TestTornTailIsCut(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// TestSealedFilesGiveBackTheirZeros: a sealed file is cut to its last
+// record, so the zeros preallocated past it do not stay on disk while it
+// lives.
+func TestSealedFilesGiveBackTheirZeros(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{FileBytes: 1 << 20, PreallocBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		key := string(rune('a'+i%26)) + "/" + string(rune('a'+i/26))
+		if _, err := s.Put(context.Background(), key, bytes.Repeat([]byte{byte(i)}, 150<<10), objectstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.RLock()
+	files := append([]*logFile(nil), s.files[:len(s.files)-1]...)
+	s.mu.RUnlock()
+	if len(files) < 3 {
+		t.Fatalf("only %d sealed files", len(files))
+	}
+	s.writeMu.Lock()
+	s.trims.Wait()
+	s.writeMu.Unlock()
+	for _, f := range files {
+		st, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != f.written() {
+			t.Fatalf("sealed %s holds %d bytes, its records end at %d", f.path, st.Size(), f.written())
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -117,7 +117,8 @@ type Store struct {
 	cancel    context.CancelFunc
 	reclaimCh chan struct{}
 	stop      chan struct{}
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the flusher and the reclaimer
+	trims     sync.WaitGroup // sealed files being trimmed (started under writeMu)
 
 	stats struct {
 		puts, deletes, copies, filesDeleted atomic.Int64
@@ -557,6 +558,17 @@ func (s *Store) sealLocked(need int64) error {
 	s.files = append(s.files, nf)
 	s.mu.Unlock()
 	s.active = nf
+	// Give back the zeros preallocated past the sealed file's last record
+	// (up to two chunks), off the write path. Nothing is synced: past the
+	// last record a file holds zeros or nothing, and recovery takes both.
+	old.acquire() // it is in s.files
+	s.trims.Add(1)
+	go func() {
+		defer s.trims.Done()
+		defer old.release()
+		old.zero.Wait()
+		_ = old.f.Truncate(old.off)
+	}()
 	s.kickReclaim()
 	return nil
 }
@@ -572,6 +584,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.trims.Wait()
 	err := s.flush.failure()
 	if err == nil && s.flush.durable.Load() < s.seq {
 		if err = fdatasync(s.active.f); err == nil {
