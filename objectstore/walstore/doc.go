@@ -45,8 +45,12 @@
 //	LOCK                  flock'd by the open store
 //	<num 16 hex>.log      records, in sequence order; num counts up from 1
 //
-// A file is sealed (fdatasync'd) before the next one is created, so only
-// the newest file can hold a record that is not durable. Each file is
+// A file is sealed when the next record does not fit (Options.FileBytes,
+// 32 MiB) or, once 1 MiB was written to it, when it is older than
+// Options.SealAfter (1 s) — so that at a low write rate files stay small
+// and the store's bytes follow its live bytes. It is fdatasync'd before
+// the next one is created, so only the newest file can hold a record that
+// is not durable, and then cut to its last record. Each file is
 // zero-filled ahead of the writer (internal/filesync), so a flush writes
 // data blocks only.
 //

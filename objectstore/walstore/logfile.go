@@ -23,9 +23,10 @@ type logFile struct {
 	limit    int64 // the writer seals the file before a record would cross it
 	zero     *filesync.Filler
 
-	off    int64        // next record's offset (writer only)
-	end    atomic.Int64 // off, for readers of the counters
-	sealed time.Time    // when the writer moved on (zero: active, or sealed before this process)
+	off     int64        // next record's offset (writer only)
+	end     atomic.Int64 // off, for readers of the counters
+	created time.Time    // when this process created it (zero: found at Open)
+	sealed  time.Time    // when the writer moved on (zero: active, or sealed before this process)
 
 	live        atomic.Int64 // bytes of the live objects' records in this file
 	liveObjects atomic.Int64
@@ -71,6 +72,7 @@ func createFile(dir string, num, firstSeq uint64, limit, chunk int64) (*logFile,
 		return nil, fmt.Errorf("walstore: create %s: %w", path, err)
 	}
 	l := newLogFile(f, path, num, firstSeq, fileHeaderSize, limit, chunk)
+	l.created = time.Now()
 	l.zero.Advance(l.off)
 	return l, nil
 }

@@ -28,6 +28,11 @@ const (
 	DefaultFileBytes     = 32 << 20
 	DefaultPreallocBytes = 4 << 20
 	DefaultCopyAfter     = time.Minute
+	DefaultSealAfter     = time.Second
+	// sealMinBytes: a file is sealed for its age only once this much was
+	// written to it, so an idle store (a manifest copied forward, say)
+	// never seals, copies and seals again.
+	sealMinBytes = 1 << 20
 )
 
 // Options tune a Store; the zero value takes every default.
@@ -38,8 +43,14 @@ type Options struct {
 	// PreallocBytes: zeros kept synced ahead of the writer.
 	PreallocBytes int64
 	// CopyAfter: a sealed file older than this whose live records are
-	// under half its bytes has them copied forward so it can go.
+	// under half its bytes has them copied forward so it can go (one under
+	// a sixteenth live, at once).
 	CopyAfter time.Duration
+	// SealAfter: the active file is sealed once it is this old and at
+	// least 1 MiB was written to it, so that at a low write rate files stay
+	// small and go soon after what they hold dies (space follows the live
+	// bytes, not the file size).
+	SealAfter time.Duration
 	// LockTimeout: how long Open waits for another process to release
 	// the directory.
 	LockTimeout time.Duration
@@ -56,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CopyAfter <= 0 {
 		o.CopyAfter = DefaultCopyAfter
+	}
+	if o.SealAfter <= 0 {
+		o.SealAfter = DefaultSealAfter
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 10 * time.Second
@@ -459,7 +473,7 @@ func (s *Store) appendLocked(kind uint8, key string, value []byte, version uint6
 		return nil, 0, err
 	}
 	n := recordLen(len(key), uint64(len(value)))
-	if s.active.off+n > s.active.limit && s.active.off > fileHeaderSize {
+	if s.active.off+n > s.active.limit && s.active.off > fileHeaderSize || s.oldLocked() {
 		if err := s.sealLocked(n); err != nil {
 			return nil, 0, err
 		}
@@ -531,6 +545,12 @@ func (s *Store) publish(e, cur *entry) {
 		e.file.liveObjects.Add(1)
 		s.index.ReplaceOrInsert(e)
 	}
+}
+
+// oldLocked reports whether the active file is due to be sealed for its
+// age (Options.SealAfter). s.writeMu must be held.
+func (s *Store) oldLocked() bool {
+	return s.active.off >= fileHeaderSize+sealMinBytes && time.Since(s.active.created) >= s.opts.SealAfter
 }
 
 // sealLocked makes every record of the active file durable and starts the
