@@ -1,6 +1,7 @@
 package walstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,6 +55,13 @@ func parseFileName(name string) (uint64, bool) {
 func createFile(dir string, num, firstSeq uint64, limit, chunk int64) (*logFile, error) {
 	path := filepath.Join(dir, fileName(num))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		// Only an earlier failed create can have left it (Open replays
+		// every file and starts past the last): it never held a record.
+		if err = os.Remove(path); err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("walstore: create %s: %w", path, err)
 	}

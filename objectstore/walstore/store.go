@@ -485,10 +485,20 @@ func (s *Store) appendLocked(kind uint8, key string, value []byte, version uint6
 	h := recordHead{kind: kind, seq: seq, synced: s.flush.durable.Load(), version: version, modTime: modTime}
 	f := s.active
 	f.zero.Claim(f.off + n)
-	err := s.writeRecord(f, h, key, value)
-	if err != nil {
-		s.flush.fail(fmt.Errorf("walstore: write to %s: %w", f.path, err))
-		return nil, 0, s.flush.failure()
+	if err := s.writeRecord(f, h, key, value); err != nil {
+		// A failed write (ENOSPC, EDQUOT: the file had to grow) wrote at
+		// most a prefix of the record, past every record there is. Cut it
+		// off and go on: nothing was sequenced, nothing earlier is at
+		// stake (unlike a failed fdatasync), and a later write takes the
+		// same place once there is room. A prefix a crash keeps is a torn
+		// tail; a seal syncs the cut before the file can stop being the
+		// newest.
+		werr := fmt.Errorf("walstore: write to %s: %w", f.path, err)
+		if terr := f.f.Truncate(f.off); terr != nil {
+			s.flush.fail(fmt.Errorf("%w; cutting the partial record off failed too: %w", werr, terr))
+			return nil, 0, s.flush.failure()
+		}
+		return nil, 0, werr
 	}
 	e := &entry{key: key, version: version, modTime: modTime, size: int64(len(value)), file: f, off: f.off,
 		valueOff: f.off + n - int64(len(value))}
@@ -569,8 +579,10 @@ func (s *Store) sealLocked(need int64) error {
 	crashPoint("sealed")
 	nf, err := createFile(s.dir, old.num+1, s.seq+1, max(s.opts.FileBytes, need+fileHeaderSize), s.opts.PreallocBytes)
 	if err != nil {
-		s.flush.fail(err)
-		return s.flush.failure()
+		// No room for the next file (createFile removed what it made):
+		// the old one stays active, durable, and the next write seals
+		// again.
+		return err
 	}
 	crashPoint("created")
 	old.sealed = time.Now()
