@@ -33,9 +33,12 @@
 // waits for the flusher unless it is a DeferSync Put. The flusher has no
 // timer: it fdatasyncs the active file as soon as a waiter needs something
 // written that is not durable, so one flush covers every record written
-// while the previous one ran. A failed write or fdatasync is sticky: every
-// later call fails until the store is reopened (after a failed fsync the
-// kernel may have dropped the dirty pages).
+// while the previous one ran. A failed fdatasync is sticky: every later
+// call fails until the store is reopened (after a failed fsync the kernel
+// may have dropped the dirty pages of records already written). A failed
+// write is not (a full disk: the file had to grow): it sequenced nothing,
+// its partial record is cut off, and the next write takes its place once
+// there is room.
 //
 // Versions are the record's sequence number (one counter for the store,
 // in hex); a copy forward keeps the version it copies.
