@@ -22,12 +22,17 @@ package filesync
 import (
 	"os"
 	"sync"
+	"time"
 )
 
 // Piece is how much one zero-filling write covers. A writer waits for a
 // piece in progress only if its write reaches into it, so pieces are
 // small; the chunk's fdatasync comes once, after its last piece.
 const Piece = 1 << 20
+
+// retryFill: after a failed fill the next one waits this long (a full disk
+// may have room again by then).
+const retryFill = time.Second
 
 // Filler zero-fills f ahead of its writer. The writer calls Claim before
 // each write and Advance after it; Wait before closing f.
@@ -44,7 +49,7 @@ type Filler struct {
 	alloc       int64
 	filling     chan struct{} // non-nil while a piece is being zero-filled; closed when it is
 	fillRunning bool          // a fill goroutine runs
-	fillBroke   bool          // a fill failed: stop filling, writes grow the file
+	brokeAt     time.Time     // a fill failed then (disk full?): writes grow the file until retryFill has passed
 	wg          sync.WaitGroup
 }
 
@@ -81,7 +86,7 @@ func (z *Filler) Claim(end int64) {
 func (z *Filler) Advance(off int64) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.chunk <= 0 || z.fillBroke || z.fillRunning || z.alloc-off >= z.chunk {
+	if z.chunk <= 0 || z.fillRunning || z.alloc-off >= z.chunk || !z.brokeAt.IsZero() && time.Since(z.brokeAt) < retryFill {
 		return
 	}
 	target := z.alloc + z.chunk
@@ -127,7 +132,10 @@ func (z *Filler) fill(target int64) {
 		err = z.sync(z.f)
 	}
 	z.mu.Lock()
-	z.fillBroke = err != nil
+	z.brokeAt = time.Time{}
+	if err != nil {
+		z.brokeAt = time.Now()
+	}
 	z.fillRunning = false
 	z.mu.Unlock()
 }

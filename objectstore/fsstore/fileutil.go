@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nereusstream/nereus-go/internal/filesync"
 	"github.com/nereusstream/nereus-go/objectstore"
 )
 
@@ -18,20 +19,7 @@ var errEOF = io.EOF
 
 // syncDir fsyncs a directory so entries created, renamed or removed in it
 // are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsstore: sync dir %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsstore: sync dir %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return filesync.SyncDir(dir) }
 
 // syncDirOrPruned fsyncs dir, an object directory under root (objects/). A
 // directory can vanish before its fsync: pruneEmptyDirs removes one as soon

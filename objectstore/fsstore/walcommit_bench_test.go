@@ -3,7 +3,6 @@ package fsstore
 import (
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 
 	"github.com/nereusstream/nereus-go/objectstore"
@@ -40,9 +39,8 @@ func BenchmarkWALCommit(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var r0, r1 syscall.Rusage
-				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 				b.ResetTimer()
+				stop := objectstoretest.ReportCPU(b)
 				for i := range b.N {
 					key := fmt.Sprintf("p/seg/run/%016x", i)
 					if _, err := s.Put(ctx(), key, seg, objectstore.PutOptions{Mode: objectstore.PutOverwrite, DeferSync: deferSync}); err != nil {
@@ -53,10 +51,7 @@ func BenchmarkWALCommit(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-				cpu := (r1.Utime.Nano() + r1.Stime.Nano()) - (r0.Utime.Nano() + r0.Stime.Nano())
-				b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-µs/op")
-				b.ReportMetric(float64(r1.Stime.Nano()-r0.Stime.Nano())/float64(b.N)/1e3, "sys-µs/op")
+				stop()
 			})
 		}
 	}

@@ -33,9 +33,12 @@
 // waits for the flusher unless it is a DeferSync Put. The flusher has no
 // timer: it fdatasyncs the active file as soon as a waiter needs something
 // written that is not durable, so one flush covers every record written
-// while the previous one ran. A failed write or fdatasync is sticky: every
-// later call fails until the store is reopened (after a failed fsync the
-// kernel may have dropped the dirty pages).
+// while the previous one ran. A failed fdatasync is sticky: every later
+// call fails until the store is reopened (after a failed fsync the kernel
+// may have dropped the dirty pages of records already written). A failed
+// write is not (a full disk: the file had to grow): it sequenced nothing,
+// its partial record is cut off, and the next write takes its place once
+// there is room.
 //
 // Versions are the record's sequence number (one counter for the store,
 // in hex); a copy forward keeps the version it copies.
@@ -45,8 +48,12 @@
 //	LOCK                  flock'd by the open store
 //	<num 16 hex>.log      records, in sequence order; num counts up from 1
 //
-// A file is sealed (fdatasync'd) before the next one is created, so only
-// the newest file can hold a record that is not durable. Each file is
+// A file is sealed when the next record does not fit (Options.FileBytes,
+// 32 MiB) or, once 1 MiB was written to it, when it is older than
+// Options.SealAfter (1 s) — so that at a low write rate files stay small
+// and the store's bytes follow its live bytes. It is fdatasync'd before
+// the next one is created, so only the newest file can hold a record that
+// is not durable, and then cut to its last record. Each file is
 // zero-filled ahead of the writer (internal/filesync), so a flush writes
 // data blocks only.
 //

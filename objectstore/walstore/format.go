@@ -112,19 +112,8 @@ func appendHead(b []byte, h recordHead, key string, value []byte) []byte {
 // at least the header, key and block checksums (headLen). It returns the fields, the key and the
 // block checksums. ok is false when the header is not intact.
 func decodeHead(b []byte) (h recordHead, key string, sums []uint32, ok bool) {
-	if len(b) < recordHeaderSize {
-		return h, "", nil, false
-	}
-	h.length = binary.BigEndian.Uint32(b)
-	h.kind = b[4]
-	h.keyLen = binary.BigEndian.Uint16(b[6:])
-	h.seq = binary.BigEndian.Uint64(b[8:])
-	h.synced = binary.BigEndian.Uint64(b[16:])
-	h.version = binary.BigEndian.Uint64(b[24:])
-	h.modTime = int64(binary.BigEndian.Uint64(b[32:]))
-	h.valueLen = binary.BigEndian.Uint64(b[40:])
-	if b[5] != 0 || h.kind != recPut && h.kind != recTombstone || h.valueLen > maxValueBytes ||
-		int64(h.length) != recordLen(int(h.keyLen), h.valueLen) {
+	h, ok = peekHead(b)
+	if !ok {
 		return h, "", nil, false
 	}
 	n := headLen(h)
@@ -141,6 +130,29 @@ func decodeHead(b []byte) (h recordHead, key string, sums []uint32, ok bool) {
 		sums[i] = binary.BigEndian.Uint32(b[recordHeaderSize+int(h.keyLen)+4*i:])
 	}
 	return h, key, sums, true
+}
+
+// peekHead reads a record header's fixed fields without checking its
+// checksum, and reports whether they are consistent (known kind, a length
+// that matches the key and value lengths). Cheap: a scan for records
+// (laterRecord) filters on it before paying for a checksum.
+func peekHead(b []byte) (h recordHead, ok bool) {
+	if len(b) < recordHeaderSize {
+		return h, false
+	}
+	h.length = binary.BigEndian.Uint32(b)
+	h.kind = b[4]
+	h.keyLen = binary.BigEndian.Uint16(b[6:])
+	h.seq = binary.BigEndian.Uint64(b[8:])
+	h.synced = binary.BigEndian.Uint64(b[16:])
+	h.version = binary.BigEndian.Uint64(b[24:])
+	h.modTime = int64(binary.BigEndian.Uint64(b[32:]))
+	h.valueLen = binary.BigEndian.Uint64(b[40:])
+	if b[5] != 0 || h.kind != recPut && h.kind != recTombstone || h.valueLen > maxValueBytes ||
+		int64(h.length) != recordLen(int(h.keyLen), h.valueLen) {
+		return h, false
+	}
+	return h, true
 }
 
 // headLen is the size of a record's header, key and block checksums: what

@@ -1,6 +1,7 @@
 package walstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,9 +24,10 @@ type logFile struct {
 	limit    int64 // the writer seals the file before a record would cross it
 	zero     *filesync.Filler
 
-	off    int64        // next record's offset (writer only)
-	end    atomic.Int64 // off, for readers of the counters
-	sealed time.Time    // when the writer moved on (zero: active, or sealed before this process)
+	off     int64        // next record's offset (writer only)
+	end     atomic.Int64 // off, for readers of the counters
+	created time.Time    // when this process created it (zero: found at Open)
+	sealed  time.Time    // when the writer moved on (zero: active, or sealed before this process)
 
 	live        atomic.Int64 // bytes of the live objects' records in this file
 	liveObjects atomic.Int64
@@ -53,6 +55,13 @@ func parseFileName(name string) (uint64, bool) {
 func createFile(dir string, num, firstSeq uint64, limit, chunk int64) (*logFile, error) {
 	path := filepath.Join(dir, fileName(num))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		// Only an earlier failed create can have left it (Open replays
+		// every file and starts past the last): it never held a record.
+		if err = os.Remove(path); err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("walstore: create %s: %w", path, err)
 	}
@@ -71,6 +80,7 @@ func createFile(dir string, num, firstSeq uint64, limit, chunk int64) (*logFile,
 		return nil, fmt.Errorf("walstore: create %s: %w", path, err)
 	}
 	l := newLogFile(f, path, num, firstSeq, fileHeaderSize, limit, chunk)
+	l.created = time.Now()
 	l.zero.Advance(l.off)
 	return l, nil
 }

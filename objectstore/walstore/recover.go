@@ -171,7 +171,13 @@ func laterRecord(b []byte, from int64, seq uint64) bool {
 			}
 			p = max(p, q-recordHeaderSize+1)
 		}
-		if h, _, _, ok := decodeHead(b[p:]); ok && h.synced >= seq {
+		// The claim first: only a record that says seq was durable
+		// matters, and its fields are cheap; the checksum (up to the
+		// rest of the file for hostile bytes) only then.
+		if h, ok := peekHead(b[p:]); !ok || h.synced < seq || h.synced >= h.seq {
+			continue
+		}
+		if _, _, _, ok := decodeHead(b[p:]); ok {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/nereusstream/nereus-go/objectstore"
 )
@@ -169,5 +170,102 @@ func TestTornTailIsCut(t *testing.T) {
 			t.Fatalf("torn %s: second Open: %v", where, err)
 		}
 		_ = s.Close()
+	}
+}
+
+// TestSealedFilesGiveBackTheirZeros: a sealed file is cut to its last
+// record, so the zeros preallocated past it do not stay on disk while it
+// lives.
+func TestSealedFilesGiveBackTheirZeros(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{FileBytes: 1 << 20, PreallocBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		key := string(rune('a'+i%26)) + "/" + string(rune('a'+i/26))
+		if _, err := s.Put(context.Background(), key, bytes.Repeat([]byte{byte(i)}, 150<<10), objectstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.RLock()
+	files := append([]*logFile(nil), s.files[:len(s.files)-1]...)
+	s.mu.RUnlock()
+	if len(files) < 3 {
+		t.Fatalf("only %d sealed files", len(files))
+	}
+	s.writeMu.Lock()
+	s.trims.Wait()
+	s.writeMu.Unlock()
+	for _, f := range files {
+		st, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != f.written() {
+			t.Fatalf("sealed %s holds %d bytes, its records end at %d", f.path, st.Size(), f.written())
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQuietStoreGivesBackItsSpace: after a burst of writes whose objects
+// then die (all but one small one, as the WAL's manifest), a store that
+// receives no more writes seals its active file for its age, copies the
+// one live object forward and deletes every file it wrote but the last
+// (which holds under 1 MiB, so it is never sealed for its age) — and then stays
+// put: no seal, copy or file of its own while nothing is written.
+func TestQuietStoreGivesBackItsSpace(t *testing.T) {
+	// The burst below takes well under SealAfter, so only the store's own
+	// sealing of a quiet file can let the file go.
+	const sealAfter = 300 * time.Millisecond
+	s, err := Open(t.TempDir(), Options{SealAfter: sealAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "manifest", []byte("m"), objectstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 24 {
+		key := "seg/" + string(rune('a'+i))
+		if _, err := s.Put(ctx, key, bytes.Repeat([]byte{1}, 100<<10), objectstore.PutOptions{DeferSync: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 24 {
+		if err := s.Delete(ctx, "seg/"+string(rune('a'+i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Until one file is left and nothing changes for two SealAfters (a
+	// deletion leaves the list before its counter moves).
+	deadline := time.Now().Add(10 * time.Second)
+	st := s.Stats()
+	for {
+		time.Sleep(2 * sealAfter)
+		now := s.Stats()
+		if now == st && now.Files == 1 && now.FilesDeleted > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the quiet store kept its space: %+v", now)
+		}
+		st = now
+	}
+	// What stays: the live object, and what the last file got before
+	// writes stopped if that was under the 1 MiB that seals a file for
+	// its age.
+	if st.LiveBytes > 1<<10 || st.FileBytes > sealMinBytes+st.LiveBytes {
+		t.Fatalf("after the quiet store reclaimed: %+v", st)
+	}
+	time.Sleep(4 * sealAfter)
+	if again := s.Stats(); again != st {
+		t.Fatalf("the quiet store keeps working: %+v, then %+v", st, again)
+	}
+	if got, _, err := s.Get(ctx, "manifest"); err != nil || string(got) != "m" {
+		t.Fatalf("the live object after the copy: %q, %v", got, err)
 	}
 }

@@ -10,7 +10,11 @@ import (
 	"github.com/nereusstream/nereus-go/internal/filesync"
 )
 
-// Space comes back one whole file at a time, oldest first:
+// Space comes back one whole file at a time, oldest first. Files are
+// sealed when full or, once 1 MiB was written to one, after
+// Options.SealAfter (by the next write, or by the reclaimer when writes
+// stopped), so at a low write rate they stay small and space follows the
+// live bytes.
 //
 //   - The oldest sealed file with no live object is deleted, once every
 //     record written so far is durable (what made its objects dead — a
@@ -20,8 +24,9 @@ import (
 //     never go while an older file still holds the put it cancels, or
 //     recovery would bring the object back.
 //   - The oldest sealed file whose live objects are less than half its
-//     bytes, sealed at least Options.CopyAfter ago — or any oldest file
-//     while the files hold more than twice the live bytes plus two files —
+//     bytes, sealed at least Options.CopyAfter ago — or under a sixteenth
+//     of its bytes, or any oldest file while the files hold more than
+//     twice the live bytes plus two files —
 //     has its live objects copied forward into the active file, keeping
 //     their versions (a reader's version stays valid), and is then deleted
 //     as above. The Object WAL's objects die fast (a manifest at its next
@@ -36,7 +41,7 @@ func (s *Store) kickReclaim() {
 }
 
 func (s *Store) reclaimLoop() {
-	tick := time.NewTicker(max(s.opts.CopyAfter/4, time.Second))
+	tick := time.NewTicker(min(max(s.opts.SealAfter, 10*time.Millisecond), time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -45,9 +50,24 @@ func (s *Store) reclaimLoop() {
 		case <-s.stop:
 			return
 		}
+		s.sealIfOld()
 		if err := s.reclaim(s.ctx); err != nil && s.ctx.Err() == nil {
 			s.opts.Logger.Warn("walstore: reclaiming space failed; the files stay", "dir", s.dir, "err", err)
 		}
+	}
+}
+
+// sealIfOld seals the active file when it is due for its age and nothing
+// is being written (a write seals it itself), so a store that went quiet
+// after writing does not keep its last file's dead bytes.
+func (s *Store) sealIfOld() {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed.Load() || s.flush.failure() != nil || !s.oldLocked() {
+		return
+	}
+	if err := s.sealLocked(0); err != nil {
+		s.opts.Logger.Warn("walstore: sealing the active file failed", "dir", s.dir, "err", err)
 	}
 }
 
@@ -91,7 +111,8 @@ func (s *Store) reclaimCandidate() (oldest *logFile, copyIt bool) {
 		live += f.live.Load()
 	}
 	stale := !oldest.sealed.IsZero() && time.Since(oldest.sealed) >= s.opts.CopyAfter || oldest.sealed.IsZero()
-	if stale && 2*oldest.live.Load() < oldest.written() || total > 2*live+2*s.opts.FileBytes {
+	olive, owritten := oldest.live.Load(), oldest.written()
+	if stale && 2*olive < owritten || 16*olive < owritten || total > 2*live+2*s.opts.FileBytes {
 		return oldest, true
 	}
 	return nil, false

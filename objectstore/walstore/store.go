@@ -28,6 +28,11 @@ const (
 	DefaultFileBytes     = 32 << 20
 	DefaultPreallocBytes = 4 << 20
 	DefaultCopyAfter     = time.Minute
+	DefaultSealAfter     = time.Second
+	// sealMinBytes: a file is sealed for its age only once this much was
+	// written to it, so an idle store (a manifest copied forward, say)
+	// never seals, copies and seals again.
+	sealMinBytes = 1 << 20
 )
 
 // Options tune a Store; the zero value takes every default.
@@ -38,8 +43,14 @@ type Options struct {
 	// PreallocBytes: zeros kept synced ahead of the writer.
 	PreallocBytes int64
 	// CopyAfter: a sealed file older than this whose live records are
-	// under half its bytes has them copied forward so it can go.
+	// under half its bytes has them copied forward so it can go (one under
+	// a sixteenth live, at once).
 	CopyAfter time.Duration
+	// SealAfter: the active file is sealed once it is this old and at
+	// least 1 MiB was written to it, so that at a low write rate files stay
+	// small and go soon after what they hold dies (space follows the live
+	// bytes, not the file size).
+	SealAfter time.Duration
 	// LockTimeout: how long Open waits for another process to release
 	// the directory.
 	LockTimeout time.Duration
@@ -56,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CopyAfter <= 0 {
 		o.CopyAfter = DefaultCopyAfter
+	}
+	if o.SealAfter <= 0 {
+		o.SealAfter = DefaultSealAfter
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 10 * time.Second
@@ -117,7 +131,8 @@ type Store struct {
 	cancel    context.CancelFunc
 	reclaimCh chan struct{}
 	stop      chan struct{}
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the flusher and the reclaimer
+	trims     sync.WaitGroup // sealed files being trimmed (started under writeMu)
 
 	stats struct {
 		puts, deletes, copies, filesDeleted atomic.Int64
@@ -458,7 +473,7 @@ func (s *Store) appendLocked(kind uint8, key string, value []byte, version uint6
 		return nil, 0, err
 	}
 	n := recordLen(len(key), uint64(len(value)))
-	if s.active.off+n > s.active.limit && s.active.off > fileHeaderSize {
+	if s.active.off+n > s.active.limit && s.active.off > fileHeaderSize || s.oldLocked() {
 		if err := s.sealLocked(n); err != nil {
 			return nil, 0, err
 		}
@@ -470,10 +485,20 @@ func (s *Store) appendLocked(kind uint8, key string, value []byte, version uint6
 	h := recordHead{kind: kind, seq: seq, synced: s.flush.durable.Load(), version: version, modTime: modTime}
 	f := s.active
 	f.zero.Claim(f.off + n)
-	err := s.writeRecord(f, h, key, value)
-	if err != nil {
-		s.flush.fail(fmt.Errorf("walstore: write to %s: %w", f.path, err))
-		return nil, 0, s.flush.failure()
+	if err := s.writeRecord(f, h, key, value); err != nil {
+		// A failed write (ENOSPC, EDQUOT: the file had to grow) wrote at
+		// most a prefix of the record, past every record there is. Cut it
+		// off and go on: nothing was sequenced, nothing earlier is at
+		// stake (unlike a failed fdatasync), and a later write takes the
+		// same place once there is room. A prefix a crash keeps is a torn
+		// tail; a seal syncs the cut before the file can stop being the
+		// newest.
+		werr := fmt.Errorf("walstore: write to %s: %w", f.path, err)
+		if terr := f.f.Truncate(f.off); terr != nil {
+			s.flush.fail(fmt.Errorf("%w; cutting the partial record off failed too: %w", werr, terr))
+			return nil, 0, s.flush.failure()
+		}
+		return nil, 0, werr
 	}
 	e := &entry{key: key, version: version, modTime: modTime, size: int64(len(value)), file: f, off: f.off,
 		valueOff: f.off + n - int64(len(value))}
@@ -532,6 +557,12 @@ func (s *Store) publish(e, cur *entry) {
 	}
 }
 
+// oldLocked reports whether the active file is due to be sealed for its
+// age (Options.SealAfter). s.writeMu must be held.
+func (s *Store) oldLocked() bool {
+	return s.active.off >= fileHeaderSize+sealMinBytes && time.Since(s.active.created) >= s.opts.SealAfter
+}
+
 // sealLocked makes every record of the active file durable and starts the
 // next one, so that only the newest file can ever hold a record that is
 // not durable (recovery relies on it). need is the record that did not
@@ -548,8 +579,10 @@ func (s *Store) sealLocked(need int64) error {
 	crashPoint("sealed")
 	nf, err := createFile(s.dir, old.num+1, s.seq+1, max(s.opts.FileBytes, need+fileHeaderSize), s.opts.PreallocBytes)
 	if err != nil {
-		s.flush.fail(err)
-		return s.flush.failure()
+		// No room for the next file (createFile removed what it made):
+		// the old one stays active, durable, and the next write seals
+		// again.
+		return err
 	}
 	crashPoint("created")
 	old.sealed = time.Now()
@@ -557,6 +590,17 @@ func (s *Store) sealLocked(need int64) error {
 	s.files = append(s.files, nf)
 	s.mu.Unlock()
 	s.active = nf
+	// Give back the zeros preallocated past the sealed file's last record
+	// (up to two chunks), off the write path. Nothing is synced: past the
+	// last record a file holds zeros or nothing, and recovery takes both.
+	old.acquire() // it is in s.files
+	s.trims.Add(1)
+	go func() {
+		defer s.trims.Done()
+		defer old.release()
+		old.zero.Wait()
+		_ = old.f.Truncate(old.off)
+	}()
 	s.kickReclaim()
 	return nil
 }
@@ -572,6 +616,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.trims.Wait()
 	err := s.flush.failure()
 	if err == nil && s.flush.durable.Load() < s.seq {
 		if err = fdatasync(s.active.f); err == nil {
